@@ -1,0 +1,255 @@
+"""Local-time core: when does a daily reminder at a user's local wall time fire, in UTC?
+
+Pure (no I/O, ``now`` is always passed in). The DST policy, in one place:
+
+* Each local date D gets at most one send: D + ``local_time`` resolved in the zone, then
+  ``offset_minutes`` added as elapsed time (so "5 minutes later" is always 300 s later).
+* Gap (spring forward): a wall time that does not exist moves forward by the gap's length
+  (02:30 in a one-hour gap fires at 03:30), as zoneinfo's ``fold=0``, RFC 5545 and cron do.
+* Overlap (fall back): a wall time that happens twice fires once, at the earlier instant.
+* A local date that does not exist at all (Pacific/Apia skipped 2011-12-30) adds no send.
+* Lists are sorted by instant and never hold two sends at one instant. Two existing dates can only
+  collide if the clock jumps a whole day in mid-day (no zone in the tz database does); the send
+  whose wall time really exists wins, then the earlier local date.
+
+Never do local arithmetic on aware datetimes with ``timedelta(days=1)``: days are walked as
+proleptic ordinals and each one is resolved on its own. Speed comes from two caches: per
+(zone, date) the UTC offsets at the start of the day and of the next day (equal on all but a few
+days a year, and then any wall time that day is ``wall - offset``), and per (zone, date, minute)
+the full resolution on the rare transition days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+import zoneinfo
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from shared.errors import InputError
+
+__all__ = [
+    "MAX_OFFSET_MINUTES",
+    "LocalTimeError",
+    "Occurrence",
+    "next_occurrence",
+    "occurrences_between",
+    "parse_hhmm",
+    "validate_timezone",
+]
+
+MAX_OFFSET_MINUTES = 1440
+_DAY = 86_400
+_EPOCH_ORD = dt.date(1970, 1, 1).toordinal()
+_ONE_SECOND = dt.timedelta(seconds=1)
+_ONE_MICRO = dt.timedelta(microseconds=1)
+_US = 1_000_000
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_ALL_DAYS = frozenset(range(7))
+_HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])", re.ASCII)
+
+
+class LocalTimeError(InputError):
+    """A time zone, time of day, instant, offset or weekday the local-time core refuses."""
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One send: the user's local date it belongs to and the aware UTC instant it fires at."""
+
+    local_date: dt.date
+    at: dt.datetime
+
+
+def _zone(tz: str) -> zoneinfo.ZoneInfo:
+    if not isinstance(tz, str) or tz == "localtime":  # "localtime" is the host's zone, not a user's
+        raise LocalTimeError(f"unknown time zone {tz!r}")
+    return _load_zone(tz)
+
+
+@functools.lru_cache(maxsize=1024)
+def _load_zone(tz: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise LocalTimeError(f"unknown time zone {tz!r}") from None
+
+
+def validate_timezone(tz: str) -> str:
+    """Return ``tz`` if it names an IANA time zone, else raise ``LocalTimeError`` naming it.
+
+    Used wherever a zone enters the system, so a typo is refused at once, not at send time.
+    """
+    _zone(tz)
+    return tz
+
+
+def parse_hhmm(s: str) -> dt.time:
+    """Parse a 24-hour ``'HH:MM'`` string (``'07:30'``) into a naive ``time``.
+
+    Reminders are minute-precise; anything else ('7:30', '24:00', '07:30:00') is refused with a
+    message naming the value rather than silently reinterpreted.
+    """
+    m = _HHMM.fullmatch(s) if isinstance(s, str) else None
+    if m is None:
+        raise LocalTimeError(f"time of day must be 'HH:MM' (00:00 to 23:59), got {s!r}")
+    return dt.time(int(m[1]), int(m[2]))
+
+
+def _minute_of_day(local_time: dt.time) -> int:
+    if not isinstance(local_time, dt.time):
+        raise LocalTimeError(f"local_time must be a datetime.time, got {local_time!r}")
+    if local_time.tzinfo is not None:
+        raise LocalTimeError(
+            f"local_time must be naive (the zone is given apart), got {local_time}"
+        )
+    if local_time.second or local_time.microsecond:
+        raise LocalTimeError(f"local_time must be whole minutes, got {local_time}")
+    return local_time.hour * 60 + local_time.minute
+
+
+def _epoch_micros(value: dt.datetime, name: str) -> int:
+    """Exact microseconds since the epoch, so comparisons with sends are integer comparisons."""
+    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
+        raise LocalTimeError(f"{name} must be a timezone-aware datetime, got {value!r}")
+    return (value - _EPOCH) // _ONE_MICRO
+
+
+def _offset_seconds(offset_minutes: int) -> int:
+    if (
+        not isinstance(offset_minutes, int)
+        or isinstance(offset_minutes, bool)
+        or abs(offset_minutes) > MAX_OFFSET_MINUTES
+    ):
+        raise LocalTimeError(
+            f"offset_minutes must be an integer from -{MAX_OFFSET_MINUTES} to "
+            f"{MAX_OFFSET_MINUTES}, got {offset_minutes!r}"
+        )
+    return offset_minutes * 60
+
+
+def _weekday_set(weekdays: Collection[int] | None) -> frozenset[int]:
+    if weekdays is None:
+        return _ALL_DAYS
+    days = frozenset(weekdays)
+    bad = sorted((d for d in days if type(d) is not int or not 0 <= d <= 6), key=repr)
+    if bad:
+        raise LocalTimeError(f"weekday must be 0 (Monday) to 6 (Sunday), got {bad[0]!r}")
+    if not days:
+        raise LocalTimeError("weekdays is empty: the reminder would never fire")
+    return days
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _day_offsets(tz: str, ordinal: int) -> tuple[int, int]:
+    """UTC offsets (s) at local 00:00 of this date and of the next (fold=0 for both).
+
+    With at most one transition per day (tz data has none closer than 95 h), equal offsets mean
+    no transition starts inside this day, so every wall time that day is ``wall - offset``.
+    """
+    zone = _load_zone(tz)
+    start = dt.datetime.combine(dt.date.fromordinal(ordinal), dt.time(), zone).utcoffset()
+    end = dt.datetime.combine(dt.date.fromordinal(ordinal + 1), dt.time(), zone).utcoffset()
+    assert start is not None and end is not None
+    return start // _ONE_SECOND, end // _ONE_SECOND
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _resolve_on_transition_day(tz: str, ordinal: int, minute: int) -> tuple[int, bool]:
+    """(UTC epoch seconds, wall time exists) for one wall time on a day with a transition."""
+    zone = _load_zone(tz)
+    wall = dt.datetime.combine(dt.date.fromordinal(ordinal), dt.time(minute // 60, minute % 60))
+    # fold=0 is the policy: in a gap zoneinfo applies the offset from *before* the transition,
+    # which lands the gap's length later; in an overlap it is the first (earlier) reading.
+    utc = wall.replace(tzinfo=zone, fold=0).astimezone(dt.UTC)
+    exists = utc.astimezone(zone).replace(tzinfo=None) == wall  # round trip fails only in a gap
+    return (utc - _EPOCH) // _ONE_SECOND, exists
+
+
+def _resolve(tz: str, ordinal: int, minute: int) -> tuple[int, bool] | None:
+    """Send instant (epoch s, before the offset) for one local date; None if the date is skipped."""
+    start, end = _day_offsets(tz, ordinal)
+    if start == end:
+        return (ordinal - _EPOCH_ORD) * _DAY + minute * 60 - start, True
+    if end - start >= _DAY:
+        # The clock jumped from this day's 00:00 straight to the next day's (Apia 2011-12-30):
+        # the whole date is inside the gap, so it has no send of its own.
+        return None
+    return _resolve_on_transition_day(tz, ordinal, minute)
+
+
+def _occurrence(ordinal: int, at: int) -> Occurrence:
+    return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
+
+
+def next_occurrence(
+    local_time: dt.time,
+    tz: str,
+    after: dt.datetime,
+    *,
+    offset_minutes: int = 0,
+    weekdays: Collection[int] | None = None,
+) -> Occurrence:
+    """The first send strictly after ``after`` of a reminder at ``local_time`` in ``tz``.
+
+    ``weekdays`` (0=Monday..6=Sunday, None = every day) filters on the local date. This is what the
+    scheduler calls after each send, so it is cached and does no per-call zone arithmetic.
+    """
+    minute = _minute_of_day(local_time)
+    _zone(tz)
+    after_us = _epoch_micros(after, "after")
+    off = _offset_seconds(offset_minutes)
+    days = _weekday_set(weekdays)
+    # A send for date D is at wall(D) - utcoffset (+ a gap of at most a day) + off, and
+    # |utcoffset| < 24 h, so no date more than two days before after's UTC date can qualify;
+    # the loop stops once even the earliest conceivable send, wall(D) - 24 h + off, is too late.
+    ordinal = (after_us // _US - off) // _DAY + _EPOCH_ORD - 2
+    best: tuple[int, bool, int] | None = None  # (at, not exists, ordinal): the tie-break order
+    while best is None or (ordinal - _EPOCH_ORD) * _DAY + minute * 60 - _DAY + off < best[0]:
+        if (ordinal - 1) % 7 in days:  # ordinal 1 (0001-01-01) was a Monday
+            resolved = _resolve(tz, ordinal, minute)
+            if resolved is not None and (resolved[0] + off) * _US > after_us:
+                candidate = (resolved[0] + off, not resolved[1], ordinal)
+                if best is None or candidate < best:
+                    best = candidate
+        ordinal += 1
+    return _occurrence(best[2], best[0])
+
+
+def occurrences_between(
+    local_time: dt.time,
+    tz: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    offset_minutes: int = 0,
+    weekdays: Collection[int] | None = None,
+) -> list[Occurrence]:
+    """Every send with ``start <= at < end``, sorted by instant, at most one per instant.
+
+    Used to plan a window of sends (and to catch up after downtime) in one call.
+    """
+    minute = _minute_of_day(local_time)
+    _zone(tz)
+    start_us = _epoch_micros(start, "start")
+    end_us = _epoch_micros(end, "end")
+    off = _offset_seconds(offset_minutes)
+    days = _weekday_set(weekdays)
+    best: dict[int, tuple[bool, int]] = {}  # instant -> (not exists, ordinal): the tie-break
+    # Same bounds as next_occurrence: a date's send is within two days of its UTC date.
+    lo = (start_us // _US - off) // _DAY + _EPOCH_ORD - 2
+    hi = (end_us // _US - off) // _DAY + _EPOCH_ORD + 2
+    for ordinal in range(lo, hi + 1):
+        if (ordinal - 1) % 7 not in days:
+            continue
+        resolved = _resolve(tz, ordinal, minute)
+        if resolved is None:
+            continue
+        at = resolved[0] + off
+        if start_us <= at * _US < end_us:
+            key = (not resolved[1], ordinal)
+            if at not in best or key < best[at]:
+                best[at] = key
+    return [_occurrence(best[at][1], at) for at in sorted(best)]
