@@ -1,0 +1,500 @@
+"""The Expo sender: exponent-server-sdk wrapped with chunking, throttling, concurrency and retry.
+
+The SDK (2.2.0) is used for what it does well, building each message's payload and parsing
+tickets and receipts, and kept away from its traps (notes/expo.md):
+
+- its token check accepts only ``ExponentPushToken...``; ``_Message`` skips it (we check tokens
+  ourselves with ``validate_expo_token``, which also accepts ``ExpoPushToken[...]`` and UUIDs);
+- ``publish_multiple`` loses the tickets of earlier chunks when a later one fails, so we call
+  ``_publish_internal`` once per chunk of at most 100, each with its own retry;
+- ``check_receipts`` drops the session (and the Authorization header): we use
+  ``check_receipts_multiple`` on chunks of at most 1000;
+- error tickets are read from ``details.error`` rather than the SDK's exception classes, so
+  ``MismatchSenderId`` (which has no class) comes through by name like the others.
+
+Throttling: one token bucket per sender, refilled at ``rate_per_second`` and charged with a
+chunk's size *before* each request (retries included). Its capacity is one chunk (100, or the
+rate if lower), far below the one second's worth Expo (and the fake) allow, so what leaves this
+process never bursts past the service's window even with requests overtaking each other in
+flight: a steady state earns no 429. The limit is per process: N senders share Expo's
+600/s only if each is given ``rate_per_second = 600 / N``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import random
+import threading
+import time
+from collections import namedtuple
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import requests
+from exponent_server_sdk import PushClient, PushMessage, PushServerError
+
+from shared.backoff import compute_backoff
+from shared.errors import InputError, PermanentError, TransientError
+from shared.settings import ExpoSettings
+from shared.validation import MAX_PAYLOAD_BYTES, payload_size, validate_expo_token
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_REQUEST = 100
+MAX_RECEIPTS_PER_REQUEST = 1000
+_SDK_TOKEN_STAND_IN = "ExponentPushToken[stand-in]"
+
+T = TypeVar("T")
+EventHook = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingPush:
+    """One notification to one device. ``category`` is sent as Expo's ``categoryId``."""
+
+    message_id: str
+    to: str
+    title: str | None
+    body: str | None
+    data: dict[str, Any] | None
+    category: str | None = None
+    ttl: int | None = None
+    priority: str | None = None
+    sound: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushOutcome:
+    """What became of one push. ``error`` is a short code (``DeviceNotRegistered``,
+    ``MessageTooBig``, ``InvalidToken``, ``UNAUTHORIZED``, ``HTTP 500 after 5 retries``...),
+    ``message`` a sentence a person can read; ``attempts`` counts HTTP requests (0 = refused
+    before sending)."""
+
+    message_id: str
+    ok: bool
+    ticket_id: str | None
+    error: str | None
+    message: str = ""
+    attempts: int = 1
+
+    @property
+    def device_not_registered(self) -> bool:
+        """The token is dead: stop sending to it."""
+        return self.error == "DeviceNotRegistered"
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptOutcome:
+    ticket_id: str
+    ok: bool
+    error: str | None
+    message: str = ""
+
+    @property
+    def device_not_registered(self) -> bool:
+        return self.error == "DeviceNotRegistered"
+
+
+class _Message(PushMessage):
+    """The SDK's message with its too-narrow token check skipped (we validated already)."""
+
+    __slots__ = ()
+
+    def get_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = PushMessage.get_payload(self._replace(to=_SDK_TOKEN_STAND_IN))
+        payload["to"] = self.to
+        return payload
+
+
+_TicketRef = namedtuple("_TicketRef", ["id"])  # what check_receipts_multiple reads
+
+
+class RateLimiter:
+    """Token bucket charged before a request; thread-safe.
+
+    A charge larger than what is left puts the bucket in debt and the caller sleeps until the
+    debt is paid, so callers are served in order and the long-run rate is exact, and a charge
+    larger than the capacity still passes.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        capacity: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if rate <= 0 or capacity <= 0:
+            raise ValueError("rate and capacity must be > 0")
+        self.rate, self.capacity = rate, capacity
+        self._clock, self._sleep = clock, sleep
+        self._level = capacity
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def reserve(self, n: float) -> float:
+        """Charge ``n`` now; return how long the caller must wait before using it."""
+        with self._lock:
+            now = self._clock()
+            self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
+            self._stamp = now
+            self._level -= n
+            return max(0.0, -self._level / self.rate)
+
+    def acquire(self, n: float) -> float:
+        """Charge ``n`` and wait until it is paid for; return the seconds waited."""
+        delay = self.reserve(n)
+        if delay > 0:
+            self._sleep(delay)
+        return delay
+
+
+class _GzipSession(requests.Session):
+    """Gzip request bodies of at least ``min_bytes`` (Expo accepts them, as the Node SDK does)."""
+
+    def __init__(self, min_bytes: int | None) -> None:
+        super().__init__()
+        self.min_bytes = min_bytes
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        body = request.body
+        if (
+            self.min_bytes is not None
+            and isinstance(body, str | bytes)
+            and len(body) >= self.min_bytes
+            and "Content-Encoding" not in request.headers
+        ):
+            raw = body.encode() if isinstance(body, str) else body
+            request.body = gzip.compress(raw, compresslevel=5)
+            request.headers["Content-Encoding"] = "gzip"
+            request.headers["Content-Length"] = str(len(request.body))
+        return super().send(request, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    error: str
+    message: str
+    attempts: int
+    permanent: bool
+
+
+class ExpoSender:
+    """Sends pushes through Expo (or the fake) and fetches receipts; never raises per message.
+
+    ``on_event(name, fields)`` is told about ``request`` (kind, count, status, seconds,
+    attempt), ``http_429`` (kind, count, attempt), ``retry`` (kind, attempt, delay_s, reason),
+    ``throttle`` (count, wait_s) and ``chunk_failed`` (kind, count, error); it is for metrics
+    and its exceptions are logged and swallowed.
+    """
+
+    def __init__(
+        self,
+        settings: ExpoSettings,
+        *,
+        on_event: EventHook | None = None,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 30.0,
+        gzip_min_bytes: int | None = 1024,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self._on_event = on_event
+        self._backoff = (backoff_base_s, backoff_cap_s)
+        self._gzip_min_bytes = gzip_min_bytes
+        self._rng = rng or random.Random()
+        self._rng_lock = threading.Lock()
+        self._sleep = sleep
+        rate = settings.rate_per_second
+        self._limiter = RateLimiter(rate, min(float(MAX_MESSAGES_PER_REQUEST), rate), sleep=sleep)
+        self._pool = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="expo-send")
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+        self._closed = False
+
+    # -- public API --------------------------------------------------------------------------
+    def send(
+        self,
+        pushes: Sequence[OutgoingPush],
+        on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
+    ) -> list[PushOutcome]:
+        """Send ``pushes``; return one outcome per push, in the same order.
+
+        Pushes refused before sending (bad token, payload too big) come first as one "chunk";
+        then every request's outcomes go to ``on_chunk_done`` as soon as it returns, one call at
+        a time (from a worker thread), so tickets can be recorded before anything else can fail.
+        If ``on_chunk_done`` raises, chunks not yet started are not sent and the error is
+        re-raised here once the requests in flight have finished.
+        """
+        if self._closed:
+            raise RuntimeError("ExpoSender is closed")
+        results: list[PushOutcome | None] = [None] * len(pushes)
+        callback_lock = threading.Lock()
+
+        def deliver(items: list[tuple[int, PushOutcome]]) -> None:
+            for index, outcome in items:
+                results[index] = outcome
+            if on_chunk_done is not None and items:
+                with callback_lock:
+                    on_chunk_done([outcome for _, outcome in items])
+
+        refused: list[tuple[int, PushOutcome]] = []
+        ready: list[tuple[int, OutgoingPush, _Message]] = []
+        for index, push in enumerate(pushes):
+            checked = self._prepare(push)
+            if isinstance(checked, PushOutcome):
+                refused.append((index, checked))
+            else:
+                ready.append((index, push, checked))
+        deliver(refused)
+
+        step = MAX_MESSAGES_PER_REQUEST
+        futures: list[Future[None]] = [
+            self._pool.submit(self._send_chunk, ready[i : i + step], deliver)
+            for i in range(0, len(ready), step)
+        ]
+        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        if pending:  # a callback (or a bug) raised: send nothing more, let in-flight finish
+            for future in pending:
+                future.cancel()
+            wait(pending)
+        for future in futures:
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                raise error
+        return [outcome for outcome in results if outcome is not None]
+
+    def get_receipts(self, ticket_ids: Sequence[str]) -> dict[str, ReceiptOutcome]:
+        """Receipts for ``ticket_ids`` (chunks of 1000); ids with no receipt yet are absent.
+
+        Raises TransientError when a chunk still fails after the retries (poll again later)
+        and PermanentError on a 4xx other than 429 (configuration: token, URL).
+        """
+        wanted = list(dict.fromkeys(ticket_ids))
+        found: dict[str, ReceiptOutcome] = {}
+        for start in range(0, len(wanted), MAX_RECEIPTS_PER_REQUEST):
+            chunk = wanted[start : start + MAX_RECEIPTS_PER_REQUEST]
+            refs = [_TicketRef(ticket_id) for ticket_id in chunk]
+
+            def check(client: PushClient, refs: list[Any] = refs) -> list[Any]:
+                return list(client.check_receipts_multiple(refs))
+
+            result = self._with_retries("receipts", len(chunk), check, charge=False)
+            if isinstance(result, _Failure):
+                error = PermanentError if result.permanent else TransientError
+                raise error(f"getReceipts failed: {result.error}: {result.message}")
+            receipts, _ = result
+            asked = set(chunk)
+            for receipt in receipts:
+                if receipt.id not in asked:
+                    continue
+                ok = receipt.status == "ok"
+                found[receipt.id] = ReceiptOutcome(
+                    ticket_id=receipt.id,
+                    ok=ok,
+                    error=None if ok else _detail_error(receipt.details),
+                    message=receipt.message or "",
+                )
+        return found
+
+    def close(self) -> None:
+        """Wait for requests in flight, then close the connections."""
+        self._closed = True
+        self._pool.shutdown(wait=True)
+        with self._sessions_lock:
+            sessions, self._sessions = self._sessions, []
+        for session in sessions:
+            session.close()
+
+    def __enter__(self) -> ExpoSender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _prepare(self, push: OutgoingPush) -> _Message | PushOutcome:
+        def refuse(error: str, message: str) -> PushOutcome:
+            return PushOutcome(push.message_id, False, None, error, message, attempts=0)
+
+        try:
+            to = validate_expo_token(push.to)
+        except InputError as exc:
+            return refuse("InvalidToken", str(exc))
+        message = _Message(
+            to=to,
+            data=push.data,
+            title=push.title,
+            body=push.body,
+            category=push.category,
+            ttl=push.ttl,
+            priority=push.priority,
+            sound=push.sound,
+        )
+        try:
+            size = payload_size(message.get_payload())
+        except (TypeError, ValueError) as exc:
+            return refuse("InvalidPayload", f"payload is not JSON-serialisable: {exc}")
+        if size > MAX_PAYLOAD_BYTES:
+            return refuse(
+                "MessageTooBig",
+                f"payload is {size} bytes as Expo JSON, over the {MAX_PAYLOAD_BYTES}-byte limit",
+            )
+        return message
+
+    def _send_chunk(
+        self,
+        chunk: list[tuple[int, OutgoingPush, _Message]],
+        deliver: Callable[[list[tuple[int, PushOutcome]]], None],
+    ) -> None:
+        messages = [message for _, _, message in chunk]
+        result = self._with_retries(
+            "send", len(messages), lambda client: client._publish_internal(messages), charge=True
+        )
+        outcomes: list[tuple[int, PushOutcome]] = []
+        if isinstance(result, _Failure):
+            for index, push, _ in chunk:
+                outcome = PushOutcome(
+                    push.message_id, False, None, result.error, result.message, result.attempts
+                )
+                outcomes.append((index, outcome))
+        else:
+            tickets, attempts = result
+            for (index, push, _), ticket in zip(chunk, tickets, strict=True):
+                if ticket.status == "ok" and ticket.id:
+                    outcome = PushOutcome(push.message_id, True, ticket.id, None, "", attempts)
+                else:
+                    error = _detail_error(ticket.details)
+                    text = ticket.message or error
+                    outcome = PushOutcome(push.message_id, False, None, error, text, attempts)
+                outcomes.append((index, outcome))
+        deliver(outcomes)
+
+    def _with_retries(
+        self, kind: str, count: int, call: Callable[[PushClient], T], *, charge: bool
+    ) -> tuple[T, int] | _Failure:
+        """Run ``call`` with back-off on 429, 5xx and network errors; never raises."""
+        client = self._client()
+        retries = self.settings.max_retries
+        for attempt in range(1, retries + 2):
+            if charge:
+                waited = self._limiter.acquire(count)
+                if waited > 0:
+                    self._emit("throttle", count=count, wait_s=waited)
+            started = time.monotonic()
+            try:
+                value = call(client)
+            except Exception as exc:
+                status, label, text, retryable = _classify(exc)
+                self._emit(
+                    "request",
+                    kind=kind,
+                    count=count,
+                    status=status,
+                    seconds=time.monotonic() - started,
+                    attempt=attempt,
+                )
+                if status == 429:
+                    self._emit("http_429", kind=kind, count=count, attempt=attempt)
+                if not retryable:
+                    self._emit("chunk_failed", kind=kind, count=count, error=label)
+                    return _Failure(label, text, attempt, permanent=True)
+                if attempt > retries:
+                    error = f"{label} after {retries} retries"
+                    self._emit("chunk_failed", kind=kind, count=count, error=error)
+                    return _Failure(error, text, attempt, permanent=False)
+                delay = self._delay(attempt, exc)
+                self._emit("retry", kind=kind, attempt=attempt, delay_s=delay, reason=label)
+                log.info("expo %s: %s (%s); retry %d in %.2fs", kind, label, text, attempt, delay)
+                self._sleep(delay)
+            else:
+                self._emit(
+                    "request",
+                    kind=kind,
+                    count=count,
+                    status=200,
+                    seconds=time.monotonic() - started,
+                    attempt=attempt,
+                )
+                return value, attempt
+        raise AssertionError("unreachable")
+
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        base, cap = self._backoff
+        with self._rng_lock:
+            delay = compute_backoff(attempt, base, cap, self._rng)
+        response = getattr(exc, "response", None)
+        retry_after = response.headers.get("Retry-After") if response is not None else None
+        if retry_after:
+            with contextlib.suppress(ValueError):  # an HTTP date: rare enough to ignore
+                delay = max(delay, min(float(retry_after), cap))
+        return delay
+
+    def _client(self) -> PushClient:
+        client: PushClient | None = getattr(self._local, "client", None)
+        if client is None:
+            session = _GzipSession(self._gzip_min_bytes)
+            session.headers.update(
+                {
+                    "accept": "application/json",
+                    "accept-encoding": "gzip, deflate",
+                    "content-type": "application/json",
+                }
+            )
+            token = self.settings.access_token
+            if token is not None:
+                session.headers["Authorization"] = f"Bearer {token.get_secret_value()}"
+            with self._sessions_lock:
+                self._sessions.append(session)
+            client = PushClient(
+                host=self.settings.base_url, session=session, timeout=self.settings.timeout_s
+            )
+            self._local.client = client
+        return client
+
+    def _emit(self, name: str, **fields: Any) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(name, fields)
+        except Exception:
+            log.exception("expo on_event hook failed for %r", name)
+
+
+def _detail_error(details: Any) -> str:
+    error = details.get("error") if isinstance(details, dict) else None
+    return str(error) if error else "UnknownError"
+
+
+def _classify(exc: Exception) -> tuple[int | None, str, str, bool]:
+    """(HTTP status, short label, readable text, retryable) for a failed request."""
+    response = getattr(exc, "response", None)
+    status = response.status_code if isinstance(response, requests.Response) else None
+    if isinstance(exc, PushServerError):
+        errors = exc.errors or []
+        first = errors[0] if errors and isinstance(errors[0], dict) else {}
+        code = first.get("code")
+        text = first.get("message") or exc.message
+        if status == 429 or code == "TOO_MANY_REQUESTS":
+            return 429, "TOO_MANY_REQUESTS", text, True
+        if status is None or status >= 500 or status < 400:
+            # 5xx, or a 200 with a body the SDK could not use: may work next time.
+            return status, f"HTTP {status}" if status else "invalid response", text, True
+        return status, code or f"HTTP {status}", f"HTTP {status}: {text}", False
+    if isinstance(exc, requests.HTTPError):
+        text = f"{exc}"
+        if status is not None and (status == 429 or status >= 500):
+            label = "TOO_MANY_REQUESTS" if status == 429 else f"HTTP {status}"
+            return status, label, text, True
+        return status, f"HTTP {status}", text, False
+    if isinstance(exc, requests.RequestException):
+        return None, f"network error ({type(exc).__name__})", str(exc), True
+    log.exception("unexpected error from the Expo SDK")
+    return None, f"client error ({type(exc).__name__})", str(exc), False
