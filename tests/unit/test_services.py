@@ -1,0 +1,60 @@
+"""Pure parts of shared/services.py: which addresses the local stack accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.services import ServiceError, StackConfig, is_loopback, parse_mongo_host
+from shared.settings import Settings
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("mongodb://127.0.0.1:27017/?directConnection=true", ("127.0.0.1", 27017)),
+        ("mongodb://localhost/tzpush", ("localhost", 27017)),
+        ("mongodb://user:p%40ss@127.0.0.1:27027/?authSource=admin", ("127.0.0.1", 27027)),
+        ("mongodb://[::1]:27030", ("::1", 27030)),
+    ],
+)
+def test_parse_mongo_host_accepts_one_loopback_host(uri: str, expected: tuple[str, int]) -> None:
+    assert parse_mongo_host(uri) == expected
+
+
+@pytest.mark.parametrize(
+    ("uri", "words"),
+    [
+        ("mongodb+srv://cluster0.example.net/", "mongodb://"),
+        ("mongodb://db.example.net:27017/", "loopback"),
+        ("mongodb://127.0.0.1:1,127.0.0.1:2/", "several hosts"),
+        ("mongodb://127.0.0.1:x/", "bad port"),
+    ],
+)
+def test_parse_mongo_host_refuses_with_a_reason(uri: str, words: str) -> None:
+    with pytest.raises(ServiceError, match=words):
+        parse_mongo_host(uri)
+
+
+def test_is_loopback() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+
+
+def test_config_from_settings(tmp_path: Path) -> None:
+    settings = Settings.load(
+        mongo={"uri": "mongodb://127.0.0.1:27999/"},
+        stomp={"port": 61999, "login": "amq", "passcode": "secret"},
+        local={"state_dir": str(tmp_path)},
+    )
+    config = StackConfig.from_settings(settings)
+    assert (config.mongo_port, config.stomp_port) == (27999, 61999)
+    assert config.stomp_passcode == "secret"
+    assert config.secantus_venv == tmp_path / "secantus-venv"
+
+
+def test_config_refuses_remote_broker(tmp_path: Path) -> None:
+    settings = Settings.load(stomp={"host": "b-1.mq.eu-west-1.amazonaws.com"})
+    with pytest.raises(ServiceError, match="TZPUSH_STOMP__HOST"):
+        StackConfig.from_settings(settings)
