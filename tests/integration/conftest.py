@@ -1,0 +1,114 @@
+"""Integration fixtures: the real local stack, started once per session on test ports.
+
+- ``stack`` (session): ActiveMQ + SecantusDB on their own ports and state dir, wiped at session
+  start; ``stack.settings`` points at them (database ``tzpush_test``). ``stack.kill9(name)``,
+  ``stack.start(name)``, ``stack.restart(name)``, ``stack.stop(name)`` for crash drills, where
+  ``name`` is ``"activemq"`` or ``"mongo"``. Stopped at session end, also on failure or Ctrl-C;
+  an atexit hook and PR_SET_PDEATHSIG are backstops.
+- ``mongo_client`` (session): a pymongo client (tz_aware, directConnection).
+- ``db`` (function): the test database; every collection is dropped after each test.
+
+Environment overrides: TZPUSH_TEST_STATE_DIR (default .local/test), TZPUSH_TEST_STOMP_PORT
+(61623), TZPUSH_TEST_MONGO_PORT (27027): away from the defaults so a `make run` stack keeps running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import pytest
+from pymongo.database import Database
+
+from shared.services import LocalStack, StackConfig, ensure_installed
+from shared.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEST_STATE_DIR = Path(os.environ.get("TZPUSH_TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
+TEST_STOMP_PORT = int(os.environ.get("TZPUSH_TEST_STOMP_PORT", "61623"))
+TEST_MONGO_PORT = int(os.environ.get("TZPUSH_TEST_MONGO_PORT", "27027"))
+TEST_DATABASE = "tzpush_test"
+# SecantusDB's venv is shared with `make install` (.local/secantus-venv), never wiped per session.
+SECANTUS_VENV = REPO_ROOT / ".local" / "secantus-venv"
+
+
+def make_test_settings(**overrides: Any) -> Settings:
+    """Settings pointed at the test stack; keyword groups (e.g. ``expo={...}``) override."""
+    values: dict[str, Any] = {
+        "mongo": {
+            "uri": f"mongodb://127.0.0.1:{TEST_MONGO_PORT}/?directConnection=true",
+            "database": TEST_DATABASE,
+        },
+        "stomp": {"host": "127.0.0.1", "port": TEST_STOMP_PORT},
+        "local": {"state_dir": str(TEST_STATE_DIR)},
+    }
+    values.update(overrides)
+    return Settings.load(**values)
+
+
+@dataclass
+class Stack:
+    """The running test stack. ``local`` is the underlying `shared.services.LocalStack`."""
+
+    settings: Settings
+    local: LocalStack
+
+    def kill9(self, service: str) -> int:
+        """SIGKILL `service` (crash drill); returns the pid that was killed."""
+        return self.local.kill9(service)
+
+    def start(self, service: str) -> bool:
+        """Start `service` on the same data dir and wait until ready (False if it was up)."""
+        return self.local.start(service)
+
+    def stop(self, service: str) -> int | None:
+        """Graceful SIGTERM stop."""
+        return self.local.stop(service)
+
+    def restart(self, service: str) -> None:
+        """Graceful stop, then start on the same data dir."""
+        self.local.restart(service)
+
+    def mongo_client(self, **kwargs: Any) -> pymongo.MongoClient[dict[str, Any]]:
+        options: dict[str, Any] = {"tz_aware": True, "serverSelectionTimeoutMS": 10000}
+        options.update(kwargs)
+        return pymongo.MongoClient(self.settings.mongo.uri.get_secret_value(), **options)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    settings = make_test_settings()
+    config = StackConfig.from_settings(settings, venv_dir=SECANTUS_VENV)
+    local = LocalStack(config, die_with_parent=True)
+    local.down()  # leftovers of a session that was killed hard (only what our pid files name)
+    for name in ("activemq", "mongo"):
+        shutil.rmtree(TEST_STATE_DIR / name, ignore_errors=True)
+    ensure_installed(config)
+    atexit.register(local.down)
+    try:
+        local.up()
+        yield Stack(settings=settings, local=local)
+    finally:
+        local.down()
+        atexit.unregister(local.down)
+
+
+@pytest.fixture(scope="session")
+def mongo_client(stack: Stack) -> Iterator[pymongo.MongoClient[dict[str, Any]]]:
+    client = stack.mongo_client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def db(stack: Stack, mongo_client: pymongo.MongoClient[dict[str, Any]]) -> Iterator[Database]:
+    database: Database = mongo_client[stack.settings.mongo.database]
+    yield database
+    for name in database.list_collection_names():
+        database.drop_collection(name)
