@@ -422,7 +422,13 @@ def test_compose_stack_shape() -> None:
     assert broker["build"]["context"] == "../activemq"
     assert broker["volumes"], "the broker's stores need a volume"
     assert "CONNECTED" in " ".join(broker["healthcheck"]["test"])
+    creds = {k: v for k, v in _env_map(broker["environment"]).items() if "STOMP" in k}
+    assert set(creds) == {"TZPUSH_STOMP__LOGIN", "TZPUSH_STOMP__PASSCODE"}
+    for role in ROLES:
+        assert creds.items() <= _env_map(services[role]["environment"]).items(), role
+    assert "$$TZPUSH_STOMP__PASSCODE" in " ".join(broker["healthcheck"]["test"])
     fake = services["fake-expo"]
+    assert "/healthz" in " ".join(fake["healthcheck"]["test"])
     assert fake["command"][:3] == ["fake-expo", "--host", "0.0.0.0"]
     drain = float(_env_map(consumer["environment"])["TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S"])
     assert consumer["stop_grace_period"] == "30s" and drain < 30
