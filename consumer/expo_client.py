@@ -100,14 +100,21 @@ class ReceiptOutcome:
 
 
 class _Message(PushMessage):
-    """The SDK's message with its too-narrow token check skipped (we validated already)."""
+    """The SDK's message with its too-narrow token check skipped (we validated already).
 
-    __slots__ = ()
+    The payload is built once (by the SDK's own field mapping) and kept: we measure it before
+    sending and the SDK serialises it, and a retry reuses it.
+    """
+
+    _payload: dict[str, Any] | None = None
 
     def get_payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = PushMessage.get_payload(self._replace(to=_SDK_TOKEN_STAND_IN))
-        payload["to"] = self.to
-        return payload
+        if self._payload is None:
+            stand_in = PushMessage(*self)._replace(to=_SDK_TOKEN_STAND_IN)
+            payload: dict[str, Any] = stand_in.get_payload()
+            payload["to"] = self.to
+            self._payload = payload
+        return self._payload
 
 
 _TicketRef = namedtuple("_TicketRef", ["id"])  # what check_receipts_multiple reads
@@ -170,7 +177,7 @@ class _GzipSession(requests.Session):
             and "Content-Encoding" not in request.headers
         ):
             raw = body.encode() if isinstance(body, str) else body
-            request.body = gzip.compress(raw, compresslevel=5)
+            request.body = gzip.compress(raw, compresslevel=1)
             request.headers["Content-Encoding"] = "gzip"
             request.headers["Content-Length"] = str(len(request.body))
         return super().send(request, **kwargs)
@@ -227,11 +234,12 @@ class ExpoSender:
     ) -> list[PushOutcome]:
         """Send ``pushes``; return one outcome per push, in the same order.
 
-        Pushes refused before sending (bad token, payload too big) come first as one "chunk";
-        then every request's outcomes go to ``on_chunk_done`` as soon as it returns, one call at
-        a time (from a worker thread), so tickets can be recorded before anything else can fail.
-        If ``on_chunk_done`` raises, chunks not yet started are not sent and the error is
-        re-raised here once the requests in flight have finished.
+        Pushes go in chunks of 100, each prepared and sent by a worker thread. A push refused
+        before sending (bad token, payload too big: ``attempts == 0``) is reported with its
+        chunk. Each chunk's outcomes go to ``on_chunk_done`` as soon as its request returns, one
+        call at a time (from a worker thread), so tickets can be recorded before anything else
+        can fail. If ``on_chunk_done`` raises, chunks not yet started are not sent and the error
+        is re-raised here once the requests in flight have finished.
         """
         if self._closed:
             raise RuntimeError("ExpoSender is closed")
@@ -245,20 +253,11 @@ class ExpoSender:
                 with callback_lock:
                     on_chunk_done([outcome for _, outcome in items])
 
-        refused: list[tuple[int, PushOutcome]] = []
-        ready: list[tuple[int, OutgoingPush, _Message]] = []
-        for index, push in enumerate(pushes):
-            checked = self._prepare(push)
-            if isinstance(checked, PushOutcome):
-                refused.append((index, checked))
-            else:
-                ready.append((index, push, checked))
-        deliver(refused)
-
+        indexed = list(enumerate(pushes))
         step = MAX_MESSAGES_PER_REQUEST
         futures: list[Future[None]] = [
-            self._pool.submit(self._send_chunk, ready[i : i + step], deliver)
-            for i in range(0, len(ready), step)
+            self._pool.submit(self._send_chunk, indexed[i : i + step], deliver)
+            for i in range(0, len(indexed), step)
         ]
         _, pending = wait(futures, return_when=FIRST_EXCEPTION)
         if pending:  # a callback (or a bug) raised: send nothing more, let in-flight finish
@@ -351,31 +350,47 @@ class ExpoSender:
 
     def _send_chunk(
         self,
-        chunk: list[tuple[int, OutgoingPush, _Message]],
+        chunk: list[tuple[int, OutgoingPush]],
         deliver: Callable[[list[tuple[int, PushOutcome]]], None],
     ) -> None:
-        messages = [message for _, _, message in chunk]
+        outcomes: list[tuple[int, PushOutcome]] = []
+        ready: list[tuple[int, OutgoingPush, _Message]] = []
+        for index, push in chunk:
+            checked = self._prepare(push)
+            if isinstance(checked, PushOutcome):
+                outcomes.append((index, checked))
+            else:
+                ready.append((index, push, checked))
+        if ready:
+            outcomes.extend(self._publish(ready))
+            outcomes.sort(key=lambda item: item[0])
+        deliver(outcomes)
+
+    def _publish(
+        self, ready: list[tuple[int, OutgoingPush, _Message]]
+    ) -> list[tuple[int, PushOutcome]]:
+        messages = [message for _, _, message in ready]
         result = self._with_retries(
             "send", len(messages), lambda client: client._publish_internal(messages), charge=True
         )
         outcomes: list[tuple[int, PushOutcome]] = []
         if isinstance(result, _Failure):
-            for index, push, _ in chunk:
+            for index, push, _ in ready:
                 outcome = PushOutcome(
                     push.message_id, False, None, result.error, result.message, result.attempts
                 )
                 outcomes.append((index, outcome))
-        else:
-            tickets, attempts = result
-            for (index, push, _), ticket in zip(chunk, tickets, strict=True):
-                if ticket.status == "ok" and ticket.id:
-                    outcome = PushOutcome(push.message_id, True, ticket.id, None, "", attempts)
-                else:
-                    error = _detail_error(ticket.details)
-                    text = ticket.message or error
-                    outcome = PushOutcome(push.message_id, False, None, error, text, attempts)
-                outcomes.append((index, outcome))
-        deliver(outcomes)
+            return outcomes
+        tickets, attempts = result
+        for (index, push, _), ticket in zip(ready, tickets, strict=True):
+            if ticket.status == "ok" and ticket.id:
+                outcome = PushOutcome(push.message_id, True, ticket.id, None, "", attempts)
+            else:
+                error = _detail_error(ticket.details)
+                text = ticket.message or error
+                outcome = PushOutcome(push.message_id, False, None, error, text, attempts)
+            outcomes.append((index, outcome))
+        return outcomes
 
     def _with_retries(
         self, kind: str, count: int, call: Callable[[PushClient], T], *, charge: bool
@@ -451,6 +466,13 @@ class ExpoSender:
             token = self.settings.access_token
             if token is not None:
                 session.headers["Authorization"] = f"Bearer {token.get_secret_value()}"
+            # Read the environment (proxies, CA bundle) once, not on every request: requests
+            # otherwise scans os.environ and stats ~/.netrc per call, and a netrc entry for the
+            # host would even replace our Bearer header.
+            env = session.merge_environment_settings(self.settings.base_url, {}, None, None, None)
+            session.proxies.update(env["proxies"])
+            session.verify = env["verify"]
+            session.trust_env = False
             with self._sessions_lock:
                 self._sessions.append(session)
             client = PushClient(
