@@ -44,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from shared.errors import InputError
 from shared.settings import Settings
 from shared.validation import MAX_PAYLOAD_BYTES, is_expo_token, payload_size
 
@@ -560,8 +561,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--receipt-delay", type=float, default=1.0, help="seconds before receipts")
     p.add_argument("--error-rate", type=float, default=0.0, help="probability of a 5xx (0..1)")
     p.add_argument("--latency-ms", type=float, default=0.0, help="added latency per API call")
-    p.add_argument("--dead-at-ticket", action="append", default=[], metavar="TOKEN")
-    p.add_argument("--dead-at-receipt", action="append", default=[], metavar="TOKEN")
+    p.add_argument(
+        "--dead-at-ticket",
+        action="append",
+        default=[],
+        metavar="TOKEN",
+        help="DeviceNotRegistered ticket for TOKEN (repeatable; also any token with dead-ticket)",
+    )
+    p.add_argument(
+        "--dead-at-receipt",
+        action="append",
+        default=[],
+        metavar="TOKEN",
+        help="DeviceNotRegistered receipt for TOKEN (repeatable; also any with dead-receipt)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed for injected errors")
     p.add_argument("--max-records", type=int, default=200_000, help="pushes/receipts kept")
     p.add_argument("--verbose", action="store_true", help="log every request")
@@ -572,6 +585,10 @@ def _cmd_fake_expo(args: argparse.Namespace, settings: Settings) -> int:
     token = args.access_token
     if token is None and not args.no_auth and settings.expo.access_token is not None:
         token = settings.expo.access_token.get_secret_value()
+    if args.rate < 0 or not 0 <= args.error_rate <= 1 or args.latency_ms < 0:
+        raise InputError("--rate and --latency-ms must be >= 0, --error-rate within 0..1")
+    if args.receipt_delay < 0 or args.max_records < 1:
+        raise InputError("--receipt-delay must be >= 0 and --max-records >= 1")
     fake = FakeExpo(
         args.host,
         args.port if args.port is not None else settings.local.fake_expo_port,
