@@ -93,7 +93,12 @@ class CreatorSettings(BaseModel):
     lead_seconds: float = Field(
         default=15.0, ge=0, le=600, description="wake-ups fire this long before the due instant"
     )
-    batch_size: int = Field(default=2000, ge=10, description="reminders planned per round trip")
+    wakeup_window_seconds: float = Field(
+        default=60.0, ge=0, le=3600, description="one wake-up spans due instants this close"
+    )
+    janitor_margin_seconds: float = Field(
+        default=120.0, ge=0, description="past grace plus this, nobody will send it: is_missed"
+    )
 
 
 class ConsumerSettings(BaseModel):

@@ -1,0 +1,109 @@
+"""Commands: ``tzpush consumer`` and ``tzpush receipts``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from typing import Any
+
+from consumer.expo_client import ExpoSender
+from consumer.receipts import ReceiptPoller
+from consumer.worker import Consumer
+from shared import db as dbm
+from shared import logs, metrics
+from shared.errors import InputError
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("consumer", help="send armed messages at their due instant")
+    p.add_argument("--categories", help="comma-separated (default: every configured category)")
+    p.add_argument("--burst", action="store_true", help="drain what is due now, then exit")
+    p.add_argument("--idle-seconds", type=float, default=2.0, help="burst: exit after this idle")
+    p.set_defaults(func=cmd_consumer)
+    r = sub.add_parser("receipts", help="poll Expo receipts and keep tokens clean")
+    r.add_argument("--once", action="store_true", help="one poll of what is due, then exit")
+    r.set_defaults(func=cmd_receipts)
+
+
+def parse_categories(raw: str | None, settings: Settings) -> list[str]:
+    if not raw:
+        return list(settings.categories)
+    cats = [c.strip() for c in raw.split(",") if c.strip()]
+    bad = [c for c in cats if c not in settings.categories]
+    if bad:
+        raise InputError(
+            f"unknown categor{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)} "
+            f"(configured: {', '.join(settings.categories)})"
+        )
+    return cats
+
+
+def _on_signals(fn: Any) -> None:
+    def handler(*_: Any) -> None:
+        fn()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
+    logs.setup(settings.log_level, settings.log_json)
+    cats = parse_categories(args.categories, settings)
+    database = dbm.connect(settings.mongo)
+    dbm.ensure_indexes(database)
+    sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
+    consumer = Consumer(settings, database, sender, categories=cats)
+
+    def health() -> dict[str, str | None]:
+        out: dict[str, str | None] = {"database": None, "broker": None}
+        try:
+            database.client.admin.command("ping")
+        except Exception as exc:
+            out["database"] = f"unreachable: {exc}"
+        client = consumer._client
+        if client is None or not client.connected:
+            out["broker"] = "not connected"
+        return out
+
+    if not args.burst:
+        metrics.serve(settings.metrics.host, settings.metrics.port, health)
+    _on_signals(consumer.stop)
+    try:
+        return consumer.run(burst=args.burst, idle_s=args.idle_seconds)
+    finally:
+        sender.close()
+        database.client.close()
+
+
+def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
+    logs.setup(settings.log_level, settings.log_json)
+    database = dbm.connect(settings.mongo)
+    dbm.ensure_indexes(database)
+    sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
+    poller = ReceiptPoller(settings, database, sender)
+    try:
+        if args.once:
+            counts = poller.poll_once()
+            print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no receipts due")
+            return 0
+        stop = threading.Event()
+        _on_signals(stop.set)
+
+        def health() -> dict[str, str | None]:
+            try:
+                database.client.admin.command("ping")
+                return {"database": None}
+            except Exception as exc:
+                return {"database": f"unreachable: {exc}"}
+
+        metrics.serve(settings.metrics.host, settings.metrics.port, health)
+        poller.run(stop)
+        return 0
+    finally:
+        sender.close()
+        database.client.close()

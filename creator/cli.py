@@ -1,0 +1,263 @@
+"""Commands: ``tzpush creator``, ``tzpush users``, ``tzpush reminders``, ``tzpush tokens``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from creator.service import open_manager, open_planner, run_service
+from shared import logs
+from shared.errors import InputError
+from shared.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("creator", help="run the planner (a pass every few minutes)")
+    p.add_argument("--once", action="store_true", help="run one pass, print what it did, exit")
+    p.set_defaults(func=cmd_creator)
+
+    users = sub.add_parser("users", help="manage users").add_subparsers(
+        dest="action", required=True
+    )
+    u = users.add_parser("upsert", help="create or change a user")
+    u.add_argument("user_id")
+    u.add_argument("--timezone", help="IANA zone, e.g. Asia/Tashkent")
+    g = u.add_mutually_exclusive_group()
+    g.add_argument(
+        "--enable", dest="enabled", action="store_const", const=True, help="notifications on"
+    )
+    g.add_argument(
+        "--disable", dest="enabled", action="store_const", const=False, help="notifications off"
+    )
+    u.add_argument("--category-on", action="append", default=[], metavar="C")
+    u.add_argument("--category-off", action="append", default=[], metavar="C")
+    u.add_argument("--quiet-hours", metavar="HH:MM-HH:MM|none")
+    u.add_argument("--daily-cap", metavar="N|none")
+    u.set_defaults(func=cmd_users_upsert)
+    us = users.add_parser("show", help="show a user")
+    us.add_argument("user_id")
+    us.set_defaults(func=cmd_users_show)
+
+    rem = sub.add_parser("reminders", help="manage reminders").add_subparsers(
+        dest="action", required=True
+    )
+    a = rem.add_parser("add", help="add a reminder; prints its id")
+    a.add_argument("user_id")
+    _reminder_options(a, required=True)
+    a.set_defaults(func=cmd_reminders_add)
+    ls = rem.add_parser("list", help="a user's reminders")
+    ls.add_argument("user_id")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_reminders_list)
+    up = rem.add_parser("update", help="change a reminder")
+    up.add_argument("reminder_id")
+    _reminder_options(up, required=False)
+    g2 = up.add_mutually_exclusive_group()
+    g2.add_argument("--pause", dest="active", action="store_const", const=False)
+    g2.add_argument("--resume", dest="active", action="store_const", const=True)
+    up.set_defaults(func=cmd_reminders_update)
+    rm = rem.add_parser("remove", help="remove a reminder")
+    rm.add_argument("reminder_id")
+    rm.set_defaults(func=cmd_reminders_remove)
+
+    tok = sub.add_parser("tokens", help="manage device tokens").add_subparsers(
+        dest="action", required=True
+    )
+    r = tok.add_parser("register", help="register a device's Expo push token")
+    r.add_argument("user_id")
+    r.add_argument("--device", required=True)
+    r.add_argument("--token", required=True)
+    r.set_defaults(func=cmd_tokens_register)
+    un = tok.add_parser("unregister", help="deactivate a token")
+    un.add_argument("--token")
+    un.add_argument("--device")
+    un.set_defaults(func=cmd_tokens_unregister)
+    tl = tok.add_parser("list", help="a user's tokens")
+    tl.add_argument("user_id")
+    tl.add_argument("--json", action="store_true")
+    tl.set_defaults(func=cmd_tokens_list)
+
+
+def _reminder_options(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument("--category", required=required)
+    p.add_argument("--label", required=required)
+    p.add_argument("--at", required=required, metavar="HH:MM", help="local time of day")
+    p.add_argument("--offset-minutes", type=int, default=None, help="remind N minutes after")
+    p.add_argument("--weekdays", default=None, help="e.g. mon,wed,fri (default every day)")
+    p.add_argument("--title")
+    p.add_argument("--body")
+    p.add_argument("--data", help="JSON object sent with the push")
+
+
+def _data(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        val = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"--data is not valid JSON: {exc}") from None
+    if not isinstance(val, dict):
+        raise InputError("--data must be a JSON object")
+    return val
+
+
+def cmd_creator(args: argparse.Namespace, settings: Settings) -> int:
+    logs.setup(settings.log_level, settings.log_json)
+    if args.once:
+        with open_planner(settings) as planner:
+            report = planner.run_pass()
+        print(report.summary())
+        for note in report.notes:
+            print(f"note: {note}")
+        return 0
+    return run_service(settings)
+
+
+def cmd_users_upsert(args: argparse.Namespace, settings: Settings) -> int:
+    quiet: Any = False
+    if args.quiet_hours is not None:
+        if args.quiet_hours.lower() == "none":
+            quiet = None
+        else:
+            parts = args.quiet_hours.split("-")
+            if len(parts) != 2:
+                raise InputError(f"--quiet-hours {args.quiet_hours!r}: use HH:MM-HH:MM or none")
+            quiet = (parts[0], parts[1])
+    cap: Any = False
+    if args.daily_cap is not None:
+        if args.daily_cap.lower() == "none":
+            cap = None
+        else:
+            try:
+                cap = int(args.daily_cap)
+            except ValueError:
+                raise InputError(f"--daily-cap {args.daily_cap!r} is not a number") from None
+    cats = {c: True for c in args.category_on} | {c: False for c in args.category_off}
+    with open_manager(settings) as m:
+        user = m.upsert_user(
+            args.user_id,
+            timezone=args.timezone,
+            enabled=args.enabled,
+            categories=cats or None,
+            quiet_hours=quiet,
+            daily_cap=cap,
+        )
+    print(f"user {user['_id']} ({user['timezone']})")
+    return 0
+
+
+def cmd_users_show(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        user = m.get_user(args.user_id)
+    print(json.dumps(user, default=str, indent=2))
+    return 0
+
+
+def cmd_reminders_add(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        r = m.add_reminder(
+            args.user_id,
+            category=args.category,
+            label=args.label,
+            at=args.at,
+            offset_minutes=args.offset_minutes or 0,
+            weekdays=args.weekdays,
+            title=args.title,
+            body=args.body,
+            data=_data(args.data),
+        )
+    print(r["_id"])
+    return 0
+
+
+def cmd_reminders_list(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        rows = m.list_reminders(args.user_id)
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return 0
+    t = Table(title=f"reminders of {args.user_id}")
+    for col in ("id", "category", "label", "at", "offset", "weekdays", "active", "version"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            r["_id"],
+            r["category"],
+            r["label"],
+            r["time"],
+            str(r.get("offsetMinutes", 0)),
+            ",".join(map(str, r["weekdays"])) if r.get("weekdays") else "every day",
+            str(r.get("active")),
+            str(r.get("version")),
+        )
+    Console().print(t)
+    return 0
+
+
+def cmd_reminders_update(args: argparse.Namespace, settings: Settings) -> int:
+    changes = {
+        "category": args.category,
+        "label": args.label,
+        "at": args.at,
+        "offset_minutes": args.offset_minutes,
+        "title": args.title,
+        "body": args.body,
+        "data": _data(args.data),
+        "active": args.active,
+    }
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if args.weekdays is not None:
+        changes["weekdays"] = None if args.weekdays in ("", "all") else args.weekdays
+    if not changes:
+        raise InputError("nothing to change: give at least one option")
+    with open_manager(settings) as m:
+        r = m.update_reminder(args.reminder_id, **changes)
+    print(f"reminder {r['_id']} now version {r['version']}")
+    return 0
+
+
+def cmd_reminders_remove(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        m.remove_reminder(args.reminder_id)
+    print(f"reminder {args.reminder_id} removed")
+    return 0
+
+
+def cmd_tokens_register(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        t = m.register_token(args.user_id, device=args.device, token=args.token)
+    print(t["_id"])
+    return 0
+
+
+def cmd_tokens_unregister(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        n = m.unregister_token(token=args.token, device=args.device)
+    print(f"{n} token(s) deactivated")
+    return 0
+
+
+def cmd_tokens_list(args: argparse.Namespace, settings: Settings) -> int:
+    with open_manager(settings) as m:
+        rows = m.list_tokens(args.user_id)
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return 0
+    t = Table(title=f"tokens of {args.user_id}")
+    for col in ("id", "device", "token", "active", "failures", "deactivation"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            r["_id"],
+            r["deviceId"],
+            r["token"],
+            str(r["isActive"]),
+            str(r.get("failureCount", 0)),
+            r.get("deactivationReason") or "",
+        )
+    Console().print(t)
+    return 0

@@ -1,0 +1,133 @@
+"""The janitor: end what nobody will send, honestly.
+
+A pending message whose grace window (plus a margin) has passed will never be sent by a consumer
+(a consumer marks late messages ``is_missed`` itself; this catches the ones no consumer saw: the
+broker lost its store, every consumer was down, a consumer died holding them). The janitor takes
+the send guard first, so it never races a late consumer; when a dead consumer holds the guard,
+its attempt record tells whether the pushes may have left (``failed``, outcome unknown) or not
+(``is_missed``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from pymongo import UpdateOne
+from pymongo.database import Database
+from pymongo.errors import BulkWriteError
+
+from shared import db as dbm
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Doc = dict[str, Any]
+JANITOR = "janitor"
+
+
+def outcome_unknown(owner: object) -> str:
+    """Reason for a message whose Expo request may or may not have gone out."""
+    return (
+        f"outcome unknown: consumer {owner} stopped during the Expo request; "
+        "not retried, to avoid a duplicate push"
+    )
+
+
+def attempt_id(wakeup: object, owner: object, due: dt.datetime | int) -> str:
+    """Key of the record a consumer writes just before the Expo requests of one due instant."""
+    due_ms = due if isinstance(due, int) else int(due.timestamp() * 1000)
+    return f"{wakeup}:{owner}:{due_ms}"
+
+
+def take_guards(
+    database: Database[Doc], ids: list[str], owner: str, now: dt.datetime, wakeup: str | None = None
+) -> set[str]:
+    """Insert send guards; return the ids this owner got (the others were already taken)."""
+    if not ids:
+        return set()
+    docs = [{"_id": i, "owner": owner, "wakeup": wakeup, "at": now} for i in ids]
+    try:
+        database[dbm.SENDS].insert_many(docs, ordered=False)
+        return set(ids)
+    except BulkWriteError as exc:
+        lost = set()
+        for err in exc.details.get("writeErrors", []):
+            if err.get("code") != 11000:
+                raise
+            lost.add(docs[err["index"]]["_id"])
+        return set(ids) - lost
+
+
+def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
+    """Mark overdue pending messages terminal; return how many."""
+    graces = {c: cs.grace_seconds for c, cs in settings.categories.items()}
+    margin = dt.timedelta(seconds=settings.creator.janitor_margin_seconds)
+    oldest_grace = dt.timedelta(seconds=min(graces.values(), default=0))
+    cursor = (
+        database[dbm.MESSAGES]
+        .find(
+            {
+                "status": "pending",
+                "isDeleted": False,
+                "scheduledAt": {"$lt": now - oldest_grace - margin},
+            },
+            {"category": 1, "scheduledAt": 1},
+        )
+        .hint(dbm.PENDING_UNIQUE)
+    )
+    overdue = [
+        d
+        for d in cursor
+        if d["scheduledAt"] + dt.timedelta(seconds=graces.get(d["category"], 0)) + margin < now
+    ]
+    if not overdue:
+        return 0
+    ids = [d["_id"] for d in overdue]
+    ours = take_guards(database, ids, JANITOR, now)
+    ops: list[UpdateOne] = []
+    for d in overdue:
+        late = int((now - d["scheduledAt"]).total_seconds())
+        grace = graces.get(d["category"], 0)
+        if d["_id"] in ours:
+            status, reason = (
+                "is_missed",
+                (
+                    f"no consumer took it: {late} s past due, grace {grace} s "
+                    "(consumers down or the broker lost the wake-up)"
+                ),
+            )
+        else:
+            guard = database[dbm.SENDS].find_one({"_id": d["_id"]}) or {}
+            attempt = None
+            if guard.get("wakeup"):
+                attempt = database[dbm.ATTEMPTS].find_one(
+                    {"_id": attempt_id(guard["wakeup"], guard.get("owner"), d["scheduledAt"])}
+                )
+            if attempt is not None:
+                status, reason = "failed", outcome_unknown(guard.get("owner"))
+            else:
+                status, reason = (
+                    "is_missed",
+                    (
+                        f"consumer {guard.get('owner')} took it and stopped before sending; "
+                        f"{late} s past due, grace {grace} s"
+                    ),
+                )
+        ops.append(
+            UpdateOne(
+                {"_id": d["_id"], "status": "pending"},
+                {
+                    "$set": {
+                        "status": status,
+                        "reason": reason,
+                        "finishedAt": now,
+                        "lateness_ms": late * 1000,
+                    }
+                },
+            )
+        )
+    res = database[dbm.MESSAGES].bulk_write(ops, ordered=False)
+    log.info("janitor: %d overdue messages ended", res.modified_count)
+    return res.modified_count

@@ -1,0 +1,372 @@
+"""Users, reminders and tokens: validated where they enter, planned at once after each change.
+
+Every change that can alter what a user should receive stamps ``intent_changes`` (consumers
+recheck such users in full at send time), cancels pending messages that no longer hold, and
+re-plans the user for the already-planned window, so nothing is sent at an old instant and a new
+reminder does not wait for the next pass.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+import uuid
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from creator.planner import STATE_ID, Planner
+from shared import db as dbm
+from shared.backoff import compute_backoff
+from shared.errors import InputError, NotFoundError, TransientError
+from shared.localtime import occurrences_between, parse_hhmm, validate_timezone
+from shared.settings import Settings
+from shared.validation import validate_expo_token, validate_payload
+
+log = logging.getLogger(__name__)
+
+Doc = dict[str, Any]
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def parse_weekdays(spec: str | Collection[int] | None) -> list[int] | None:
+    """``"mon,wed,fri"`` or ``[0, 2, 4]`` -> sorted list; None/"" means every day."""
+    if spec is None or spec == "":
+        return None
+    if isinstance(spec, str):
+        out = []
+        for part in spec.lower().replace(" ", "").split(","):
+            if part not in WEEKDAYS:
+                raise InputError(f"unknown weekday {part!r} (use {','.join(WEEKDAYS)})")
+            out.append(WEEKDAYS.index(part))
+        return sorted(set(out))
+    days = sorted(set(spec))
+    for d in days:
+        if not isinstance(d, int) or not 0 <= d <= 6:
+            raise InputError(f"weekday {d!r} is outside 0..6 (0 = Monday)")
+    return days
+
+
+def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.datetime) -> None:
+    """Stamp the intent-change log so consumers recheck these users in full."""
+    for uid in set(user_ids):
+        database[dbm.CHANGES].update_one({"_id": uid}, {"$set": {"at": now}}, upsert=True)
+
+
+class Manager:
+    """The management API behind ``tzpush users|reminders|tokens``."""
+
+    def __init__(self, database: Database[Doc], planner: Planner, settings: Settings) -> None:
+        self.db = database
+        self.planner = planner
+        self.settings = settings
+
+    @property
+    def now(self) -> dt.datetime:
+        return self.planner.clock()
+
+    # -- users -----------------------------------------------------------------------------
+    def upsert_user(
+        self,
+        user_id: str,
+        *,
+        timezone: str | None = None,
+        enabled: bool | None = None,
+        categories: Mapping[str, bool] | None = None,
+        quiet_hours: tuple[str, str] | bool | None = False,
+        daily_cap: int | bool | None = False,
+    ) -> Doc:
+        """Create or change a user. ``quiet_hours``/``daily_cap``: False = leave, None = clear."""
+        _check_id(user_id, "user id")
+        existing = self.db[dbm.USERS].find_one({"_id": user_id})
+        if existing is None and timezone is None:
+            raise InputError(f"user {user_id!r} does not exist yet: --timezone is required")
+        sets: dict[str, Any] = {"updatedAt": self.now}
+        if timezone is not None:
+            sets["timezone"] = validate_timezone(timezone)
+        if enabled is not None:
+            sets["prefs.enabled"] = enabled
+        for cat, on in (categories or {}).items():
+            self._check_category(cat)
+            sets[f"prefs.categories.{cat}"] = bool(on)
+        if quiet_hours is None:
+            sets["prefs.quietHours"] = None
+        elif quiet_hours is not False:
+            assert isinstance(quiet_hours, tuple)
+            start, end = (parse_hhmm(x).strftime("%H:%M") for x in quiet_hours)
+            sets["prefs.quietHours"] = [start, end]
+        if daily_cap is None:
+            sets["dailyCap"] = None
+        elif daily_cap is not False:
+            if not isinstance(daily_cap, int) or daily_cap < 1:
+                raise InputError(f"daily cap must be a whole number >= 1, not {daily_cap!r}")
+            sets["dailyCap"] = daily_cap
+        user = self.db[dbm.USERS].find_one_and_update(
+            {"_id": user_id},
+            {"$set": sets, "$setOnInsert": {"createdAt": self.now}},
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
+        # A new zone moves every occurrence: pending messages are re-planned under a new reminder
+        # version. Other preference changes are rechecked at send time.
+        if (
+            existing is not None
+            and timezone is not None
+            and existing.get("timezone") != sets["timezone"]
+        ):
+            for r in self.db[dbm.REMINDERS].find({"userId": user_id, "isDeleted": False}):
+                self._supersede(r, existing, f"user time zone changed to {sets['timezone']}")
+        record_changes(self.db, [user_id], self.now)
+        self.planner.plan_users([user_id])
+        return user or {}
+
+    def get_user(self, user_id: str) -> Doc:
+        user = self.db[dbm.USERS].find_one({"_id": user_id})
+        if user is None:
+            raise NotFoundError(f"no user {user_id!r}")
+        return user
+
+    # -- reminders -------------------------------------------------------------------------
+    def add_reminder(
+        self,
+        user_id: str,
+        *,
+        category: str,
+        label: str,
+        at: str,
+        offset_minutes: int = 0,
+        weekdays: str | Collection[int] | None = None,
+        title: str | None = None,
+        body: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Doc:
+        """Add a reminder and plan it; returns the stored document (its ``_id`` is the new id)."""
+        self.get_user(user_id)
+        doc = self._reminder_fields(
+            category, label, at, offset_minutes, weekdays, title, body, data
+        )
+        doc.update(
+            _id=uuid.uuid4().hex[:16],
+            userId=user_id,
+            active=True,
+            isDeleted=False,
+            version=1,
+            createdAt=self.now,
+            updatedAt=self.now,
+        )
+        self.db[dbm.REMINDERS].insert_one(doc)
+        record_changes(self.db, [user_id], self.now)
+        self.planner.plan_users([user_id])
+        return doc
+
+    def list_reminders(self, user_id: str, *, include_deleted: bool = False) -> list[Doc]:
+        flt: Doc = {"userId": user_id}
+        if not include_deleted:
+            flt["isDeleted"] = False
+        return sorted(self.db[dbm.REMINDERS].find(flt), key=lambda r: (r["time"], r["label"]))
+
+    def update_reminder(self, reminder_id: str, **changes: Any) -> Doc:
+        """Change a reminder: the old version's pending messages are cancelled, new ones planned."""
+        old = self._get_reminder(reminder_id)
+        merged = {
+            "category": old["category"],
+            "label": old["label"],
+            "at": old["time"],
+            "offset_minutes": old.get("offsetMinutes", 0),
+            "weekdays": old.get("weekdays"),
+            "title": old.get("title"),
+            "body": old.get("body"),
+            "data": old.get("data"),
+        }
+        active = changes.pop("active", None)
+        unknown = set(changes) - set(merged)
+        if unknown:
+            raise InputError(f"unknown reminder field(s): {', '.join(sorted(unknown))}")
+        merged.update({k: v for k, v in changes.items() if v is not None or k == "weekdays"})
+        fields = self._reminder_fields(**merged)
+        if active is not None:
+            fields["active"] = bool(active)
+        user = self.get_user(old["userId"])
+        self._supersede(old, user, "reminder changed", extra=fields)
+        record_changes(self.db, [old["userId"]], self.now)
+        self.planner.plan_users([old["userId"]])
+        return self._get_reminder(reminder_id)
+
+    def remove_reminder(self, reminder_id: str) -> Doc:
+        old = self._get_reminder(reminder_id)
+        user = self.db[dbm.USERS].find_one({"_id": old["userId"]}) or {"timezone": "UTC"}
+        self._supersede(old, user, "reminder removed", extra={"isDeleted": True, "active": False})
+        record_changes(self.db, [old["userId"]], self.now)
+        return self._get_reminder(reminder_id)
+
+    # -- tokens ----------------------------------------------------------------------------
+    def register_token(
+        self, user_id: str, *, device: str, token: str, max_attempts: int = 8
+    ) -> Doc:
+        """One active token per device: a new login deactivates the previous token.
+
+        Concurrent logins on one device race on the partial unique index; the loser retries with
+        exponential back-off and jitter until exactly one active token remains.
+        """
+        validate_expo_token(token)
+        _check_id(device, "device id")
+        self.get_user(user_id)
+        rng = random.Random()
+        for attempt in range(max_attempts):
+            now = self.now
+            current = self.db[dbm.TOKENS].find_one({"deviceId": device, "isActive": True})
+            if current is not None and current["token"] == token and current["userId"] == user_id:
+                return current
+            if current is not None:
+                self._deactivate(current["_id"], "replaced by a new login on the device", now)
+            doc = {
+                "_id": uuid.uuid4().hex[:16],
+                "userId": user_id,
+                "deviceId": device,
+                "token": token,
+                "isActive": True,
+                "failureCount": 0,
+                "createdAt": now,
+                "updatedAt": now,
+            }
+            try:
+                self.db[dbm.TOKENS].insert_one(doc)
+            except DuplicateKeyError:
+                time.sleep(compute_backoff(attempt, base=0.05, cap=1.0, rng=rng))
+                continue
+            record_changes(self.db, [user_id], now)
+            self.planner.plan_users([user_id])
+            return doc
+        raise TransientError(
+            f"could not register a token for device {device!r} after {max_attempts} attempts "
+            "(concurrent logins kept winning); try again"
+        )
+
+    def unregister_token(self, *, token: str | None = None, device: str | None = None) -> int:
+        flt: Doc = {"isActive": True}
+        if token:
+            flt["token"] = token
+        if device:
+            flt["deviceId"] = device
+        if len(flt) == 1:
+            raise InputError("give --token or --device")
+        n = 0
+        for t in self.db[dbm.TOKENS].find(flt):
+            self._deactivate(t["_id"], "unregistered", self.now)
+            record_changes(self.db, [t["userId"]], self.now)
+            n += 1
+        return n
+
+    def list_tokens(self, user_id: str) -> list[Doc]:
+        return list(self.db[dbm.TOKENS].find({"userId": user_id}).sort("createdAt", 1))
+
+    # -- internals -------------------------------------------------------------------------
+    def _deactivate(self, token_id: str, reason: str, now: dt.datetime) -> None:
+        self.db[dbm.TOKENS].update_one(
+            {"_id": token_id, "isActive": True},
+            {
+                "$set": {
+                    "isActive": False,
+                    "deactivatedAt": now,
+                    "deactivationReason": reason,
+                    "updatedAt": now,
+                }
+            },
+        )
+
+    def _check_category(self, category: str) -> None:
+        if category not in self.settings.categories:
+            raise InputError(
+                f"unknown category {category!r} (configured: {', '.join(self.settings.categories)})"
+            )
+
+    def _reminder_fields(
+        self,
+        category: str,
+        label: str,
+        at: str,
+        offset_minutes: int,
+        weekdays: str | Collection[int] | None,
+        title: str | None,
+        body: str | None,
+        data: Mapping[str, Any] | None,
+    ) -> Doc:
+        self._check_category(category)
+        if not label or len(label) > 100:
+            raise InputError(f"label must be 1 to 100 characters, got {label!r}")
+        t = parse_hhmm(at)
+        if not isinstance(offset_minutes, int) or not -1440 <= offset_minutes <= 1440:
+            raise InputError(f"offset {offset_minutes!r} minutes is outside -1440..1440")
+        validate_payload(title, body, dict(data) if data is not None else None)
+        return {
+            "category": category,
+            "label": label,
+            "time": t.strftime("%H:%M"),
+            "offsetMinutes": offset_minutes,
+            "weekdays": parse_weekdays(weekdays),
+            "title": title,
+            "body": body,
+            "data": dict(data) if data is not None else None,
+        }
+
+    def _get_reminder(self, reminder_id: str) -> Doc:
+        r = self.db[dbm.REMINDERS].find_one({"_id": reminder_id})
+        if r is None:
+            raise NotFoundError(f"no reminder {reminder_id!r}")
+        return r
+
+    def _supersede(
+        self, old: Doc, user: Mapping[str, Any], reason: str, extra: Doc | None = None
+    ) -> None:
+        """Bump the reminder's version and cancel its pending messages at the old instants."""
+        now = self.now
+        self.db[dbm.REMINDERS].update_one(
+            {"_id": old["_id"]},
+            {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},
+        )
+        st = self.db[dbm.STATE].find_one({"_id": STATE_ID}) or {}
+        until = st.get("plannedUntil")
+        if until is None:
+            return
+        max_grace = max(c.grace_seconds for c in self.settings.categories.values())
+        instants = [
+            o.at
+            for o in occurrences_between(
+                parse_hhmm(old["time"]),
+                user.get("timezone", "UTC"),
+                now - dt.timedelta(seconds=max_grace),
+                until + dt.timedelta(seconds=1),
+                offset_minutes=int(old.get("offsetMinutes") or 0),
+                weekdays=old.get("weekdays"),
+            )
+        ]
+        if not instants:
+            return
+        res = self.db[dbm.MESSAGES].update_many(
+            {
+                "scheduledAt": {"$in": instants},
+                "status": "pending",
+                "isDeleted": False,
+                "reminderId": old["_id"],
+            },
+            {"$set": {"status": "cancelled", "reason": reason, "finishedAt": now}},
+        )
+        log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
+
+
+def _check_id(value: str, what: str) -> None:
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > 128
+        or any(c.isspace() for c in value)
+    ):
+        raise InputError(f"{what} must be 1 to 128 characters without spaces, got {value!r}")
+
+
+__all__ = ["Manager", "parse_weekdays", "record_changes"]

@@ -1,0 +1,234 @@
+"""The planner service: turn reminders into pending messages and arm them on the broker.
+
+A pass plans the window ``[max(plannedUntil, now), now + horizon)`` for every active reminder,
+inserts the messages (duplicates refused by their deterministic ``_id``), arms wake-ups, then
+moves the watermark. Order matters for crash safety: the window is marked ``inProgress`` before
+any insert, so a pass that dies between writing and arming is re-armed by the next pass from
+the database. Arming twice is harmless: consumers take each message through the send guard.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pymongo.database import Database
+from pymongo.errors import BulkWriteError
+
+from creator.plan import Doc, group_wakeups, plan_messages
+from shared import db as dbm
+from shared.broker import StompClient
+from shared.clock import Clock, utcnow
+from shared.settings import Settings
+from shared.wire import WakeUp
+
+log = logging.getLogger(__name__)
+
+STATE_ID = "planner"
+INSERT_CHUNK = 5000
+SCAN_THRESHOLD = 300  # above this many ids, one scan beats $in lookups (docs/architecture.md)
+
+
+@dataclass
+class PassReport:
+    """What a planning pass did (printed by ``tzpush creator --once``)."""
+
+    window_start: dt.datetime | None = None
+    window_end: dt.datetime | None = None
+    reminders: int = 0
+    planned: int = 0
+    inserted: int = 0
+    existing: int = 0
+    conflicts: int = 0
+    wakeups: int = 0
+    rearmed: int = 0
+    missed: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.window_start is None:
+            return "nothing to plan (window already planned); " + f"{self.missed} marked is_missed"
+        return (
+            f"planned {self.window_start:%Y-%m-%d %H:%M:%S}Z .. "
+            f"{self.window_end:%Y-%m-%d %H:%M:%S}Z: "
+            f"{self.reminders} reminders -> {self.planned} occurrences x tokens, "
+            f"{self.inserted} new, {self.existing} already there, {self.conflicts} conflicts; "
+            f"{self.wakeups} wake-ups armed, {self.rearmed} re-armed; "
+            f"{self.missed} marked is_missed; {self.seconds:.2f} s"
+        )
+
+
+class Planner:
+    """Plans and arms. Takes its collaborators and its clock as arguments."""
+
+    def __init__(
+        self,
+        database: Database[Doc],
+        broker: StompClient | None,
+        settings: Settings,
+        clock: Clock = utcnow,
+    ) -> None:
+        self.db = database
+        self.broker = broker
+        self.settings = settings
+        self.clock = clock
+        self.on_armed: Callable[[int], None] | None = None
+
+    # -- public ----------------------------------------------------------------------------
+    def run_pass(self) -> PassReport:
+        """One planning pass (idempotent), followed by the janitor."""
+        from creator.janitor import sweep
+
+        t0 = time.perf_counter()
+        report = PassReport()
+        now = self.clock()
+        st = self.db[dbm.STATE].find_one({"_id": STATE_ID}) or {}
+        prog = st.get("inProgress")
+        if prog and prog["to"] > now:
+            report.rearmed = self.rearm(prog["from"], prog["to"])
+            report.notes.append("re-armed the window of an interrupted pass")
+        start = max(st.get("plannedUntil") or now, now)
+        end = now + dt.timedelta(hours=self.settings.creator.horizon_hours)
+        if end - start >= dt.timedelta(seconds=min(60, self.settings.creator.interval_seconds)):
+            self.db[dbm.STATE].update_one(
+                {"_id": STATE_ID},
+                {"$set": {"inProgress": {"from": start, "to": end, "at": now}}},
+                upsert=True,
+            )
+            reminders = list(self.db[dbm.REMINDERS].find({"active": True, "isDeleted": False}))
+            self._plan_and_arm(reminders, start, end, now, report)
+            self.db[dbm.STATE].update_one(
+                {"_id": STATE_ID},
+                {"$max": {"plannedUntil": end}, "$unset": {"inProgress": ""}},
+            )
+            report.window_start, report.window_end = start, end
+        report.missed = sweep(self.db, self.settings, now)
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def plan_users(self, user_ids: Sequence[str]) -> PassReport:
+        """Plan these users' reminders for ``[now, plannedUntil)`` at once (after a change)."""
+        report = PassReport()
+        now = self.clock()
+        st = self.db[dbm.STATE].find_one({"_id": STATE_ID}) or {}
+        end = st.get("plannedUntil")
+        if end is None or end <= now:
+            return report  # nothing planned yet: the next pass covers these users
+        reminders = list(
+            self.db[dbm.REMINDERS].find(
+                {"userId": {"$in": list(user_ids)}, "active": True, "isDeleted": False}
+            )
+        )
+        self._plan_and_arm(reminders, now, end, now, report)
+        report.window_start, report.window_end = now, end
+        return report
+
+    def rearm(self, start: dt.datetime, end: dt.datetime, *, progress: Any = None) -> int:
+        """Publish wake-ups for every pending message due in ``[start, end)``, from the database."""
+        docs = list(
+            self.db[dbm.MESSAGES]
+            .find(
+                {
+                    "status": "pending",
+                    "isDeleted": False,
+                    "scheduledAt": {"$gte": start, "$lt": end},
+                }
+            )
+            .hint(dbm.PENDING_UNIQUE)
+        )
+        self.arm(docs, progress=progress)
+        return len(docs)
+
+    def arm(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
+        """Group documents into wake-ups and schedule each ``lead`` before its first due instant."""
+        c = self.settings.creator
+        wakeups = group_wakeups(
+            docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=self.clock()
+        )
+        if not wakeups:
+            return wakeups
+        if self.broker is None:
+            raise RuntimeError("planner has no broker connection to arm wake-ups")
+        lead_ms = int(c.lead_seconds * 1000)
+        for w in wakeups:
+            now_ms = int(self.clock().timestamp() * 1000)
+            delay = max(0, w.first_due_ms - lead_ms - now_ms)
+            self.broker.send(self.settings.queue(w.category), w.encode(), delay_ms=delay)
+            if progress is not None:
+                progress(len(w.items))
+        self.broker.flush()
+        if self.on_armed:
+            self.on_armed(len(wakeups))
+        return wakeups
+
+    # -- internals -------------------------------------------------------------------------
+    def _plan_and_arm(
+        self,
+        reminders: list[Doc],
+        start: dt.datetime,
+        end: dt.datetime,
+        now: dt.datetime,
+        report: PassReport,
+    ) -> None:
+        report.reminders += len(reminders)
+        if not reminders:
+            return
+        user_ids = {r["userId"] for r in reminders}
+        users = self._load(
+            dbm.USERS, "_id", user_ids, {"_id": 1, "timezone": 1, "prefs": 1, "dailyCap": 1}
+        )
+        tokens_by_user: dict[str, list[Doc]] = defaultdict(list)
+        for t in self._load(
+            dbm.TOKENS, "userId", user_ids, {"userId": 1, "token": 1}, extra={"isActive": True}
+        ).values():
+            tokens_by_user[t["userId"]].append(t)
+        docs = plan_messages(reminders, users, tokens_by_user, start, end, now)
+        report.planned += len(docs)
+        armable = self._insert(docs, report)
+        report.wakeups += len(self.arm(armable))
+
+    def _load(
+        self,
+        coll: str,
+        key: str,
+        ids: set[str],
+        projection: dict[str, int],
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Doc]:
+        """Documents whose ``key`` is in ids, keyed by ``_id``: $in for few, one scan for many."""
+        flt: dict[str, Any] = dict(extra or {})
+        if len(ids) <= SCAN_THRESHOLD:
+            flt[key] = {"$in": sorted(ids)}
+            return {d["_id"]: d for d in self.db[coll].find(flt, projection)}
+        return {d["_id"]: d for d in self.db[coll].find(flt, projection) if d.get(key) in ids}
+
+    def _insert(self, docs: list[Doc], report: PassReport) -> list[Doc]:
+        """Insert, ignoring duplicates; return what should be armed (new and already pending)."""
+        conflicted: set[str] = set()
+        for i in range(0, len(docs), INSERT_CHUNK):
+            chunk = docs[i : i + INSERT_CHUNK]
+            try:
+                res = self.db[dbm.MESSAGES].insert_many(chunk, ordered=False)
+                report.inserted += len(res.inserted_ids)
+            except BulkWriteError as exc:
+                details = exc.details
+                report.inserted += details.get("nInserted", 0)
+                for err in details.get("writeErrors", []):
+                    if err.get("code") != 11000:
+                        raise
+                    if dbm.is_duplicate_on_id(err):
+                        report.existing += 1
+                    else:
+                        # Same user/token/category/label/instant pending under another id
+                        # (an older version of the reminder): the older one still stands.
+                        report.conflicts += 1
+                        conflicted.add(chunk[err["index"]]["_id"])
+        if conflicted:
+            log.warning("%d planned messages collide with other pending ones", len(conflicted))
+        return [d for d in docs if d["_id"] not in conflicted]

@@ -1,0 +1,212 @@
+"""STOMP adapter for ActiveMQ Classic: a publisher of scheduled wake-ups and a subscriber.
+
+Facts this relies on (../shared/notes/activemq.md): messages are persistent only with
+``persistent:true``; ``AMQ_SCHEDULED_DELAY`` must be a non-negative integer string (anything else
+drops the connection); never copy a received frame's headers into a new SEND (a
+``scheduledJobId`` header makes it fire at once); with ``ack:client-individual`` the prefetch
+caps unacked messages; a closed connection redelivers its unacked messages with
+``redelivered:true``. Reconnecting is the caller's job, from a supervising loop, never from a
+listener callback (stomp.py issues 351, 308, 372).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import stomp
+import stomp.exception
+
+from shared.errors import TransientError
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A received message: what a handler needs, nothing of stomp.py's types."""
+
+    destination: str
+    body: bytes
+    message_id: str
+    ack_id: str
+    subscription: str
+    redelivered: bool
+    headers: dict[str, str]
+
+
+class _Listener(stomp.ConnectionListener):
+    def __init__(self, inbox: queue.Queue[Frame] | None) -> None:
+        self.inbox = inbox
+        self.receipts: dict[str, threading.Event] = {}
+        self.errors: list[str] = []
+        self.disconnected = threading.Event()
+
+    def on_message(self, frame: Any) -> None:
+        if self.inbox is None:
+            return
+        h = frame.headers
+        body = frame.body if isinstance(frame.body, bytes) else str(frame.body).encode()
+        self.inbox.put(
+            Frame(
+                destination=h.get("destination", ""),
+                body=body,
+                message_id=h.get("message-id", ""),
+                ack_id=h.get("ack", h.get("message-id", "")),
+                subscription=h.get("subscription", ""),
+                redelivered=h.get("redelivered", "false") == "true",
+                headers=dict(h),
+            )
+        )
+
+    def on_receipt(self, frame: Any) -> None:
+        ev = self.receipts.get(frame.headers.get("receipt-id", ""))
+        if ev is not None:
+            ev.set()
+
+    def on_error(self, frame: Any) -> None:
+        msg = frame.headers.get("message", "") or str(frame.body)[:200]
+        self.errors.append(msg)
+        log.warning("broker error frame: %s", msg)
+
+    def on_disconnected(self) -> None:
+        self.disconnected.set()
+
+
+class StompClient:
+    """One STOMP 1.2 connection. Use as a context manager or call connect()/close()."""
+
+    def __init__(self, settings: Settings, *, inbox: queue.Queue[Frame] | None = None) -> None:
+        self.settings = settings
+        s = settings.stomp
+        self._conn = stomp.Connection12(
+            [(s.host, s.port)],
+            heartbeats=(s.heartbeat_ms, s.heartbeat_ms),
+            reconnect_attempts_max=1,
+            auto_content_length=True,
+            timeout=10,
+        )
+        if s.use_ssl:
+            self._conn.set_ssl(for_hosts=[(s.host, s.port)])
+        self._listener = _Listener(inbox)
+        self._conn.set_listener("tzpush", self._listener)
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def connect(self) -> StompClient:
+        s = self.settings.stomp
+        passcode = s.passcode.get_secret_value() if s.passcode else None
+        try:
+            self._conn.connect(s.login, passcode, wait=True)
+        except (stomp.exception.StompException, OSError) as exc:
+            raise TransientError(
+                f"cannot connect to the broker at {s.host}:{s.port} over STOMP: "
+                f"{type(exc).__name__} {exc}".rstrip()
+            ) from exc
+        self._listener.disconnected.clear()
+        return self
+
+    def close(self) -> None:
+        try:
+            if self._conn.is_connected():
+                self._conn.disconnect()
+        except (stomp.exception.StompException, OSError):
+            pass
+
+    def __enter__(self) -> StompClient:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._conn.is_connected()) and not self._listener.disconnected.is_set()
+
+    # -- sending ---------------------------------------------------------------------------
+    def send(
+        self,
+        destination: str,
+        body: bytes,
+        *,
+        delay_ms: int | None = None,
+        persistent: bool = True,
+        headers: dict[str, str] | None = None,
+        receipt: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
+        """Send one message; ``delay_ms`` schedules it; ``receipt`` waits for the broker."""
+        h: dict[str, str] = {"persistent": "true" if persistent else "false"}
+        if delay_ms is not None:
+            h["AMQ_SCHEDULED_DELAY"] = str(max(0, int(delay_ms)))
+        if headers:
+            h.update(headers)
+        ev: threading.Event | None = None
+        if receipt:
+            rid = uuid.uuid4().hex
+            ev = threading.Event()
+            self._listener.receipts[rid] = ev
+            h["receipt"] = rid
+        try:
+            with self._lock:
+                self._conn.send(destination, body, content_type="application/json", headers=h)
+        except (stomp.exception.StompException, OSError) as exc:
+            raise TransientError(f"broker send to {destination} failed: {exc}") from exc
+        if ev is not None:
+            ok = ev.wait(timeout)
+            self._listener.receipts.pop(h["receipt"], None)
+            if not ok:
+                raise TransientError(f"no receipt from the broker within {timeout} s")
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until the broker has processed everything sent so far on this connection.
+
+        Receipts are answered in order, so a receipt on an empty transaction (BEGIN, ABORT)
+        confirms every SEND before it without putting anything on a queue.
+        """
+        rid = uuid.uuid4().hex
+        ev = threading.Event()
+        self._listener.receipts[rid] = ev
+        try:
+            with self._lock:
+                tx = self._conn.begin()
+                self._conn.abort(tx, headers={"receipt": rid})
+        except (stomp.exception.StompException, OSError) as exc:
+            raise TransientError(f"broker flush failed: {exc}") from exc
+        ok = ev.wait(timeout)
+        self._listener.receipts.pop(rid, None)
+        if not ok:
+            raise TransientError(f"no receipt from the broker within {timeout} s")
+
+    # -- receiving -------------------------------------------------------------------------
+    def subscribe(self, destination: str, *, prefetch: int, sub_id: str | None = None) -> str:
+        sid = sub_id or destination
+        try:
+            self._conn.subscribe(
+                destination,
+                id=sid,
+                ack="client-individual",
+                headers={"activemq.prefetchSize": str(prefetch)},
+            )
+        except (stomp.exception.StompException, OSError) as exc:
+            raise TransientError(f"subscribe to {destination} failed: {exc}") from exc
+        return sid
+
+    def ack(self, frame: Frame) -> None:
+        try:
+            with self._lock:
+                self._conn.ack(frame.ack_id)
+        except (stomp.exception.StompException, OSError) as exc:
+            raise TransientError(f"ack failed: {exc}") from exc
+
+    def nack(self, frame: Frame) -> None:
+        try:
+            with self._lock:
+                self._conn.nack(frame.ack_id)
+        except (stomp.exception.StompException, OSError) as exc:
+            raise TransientError(f"nack failed: {exc}") from exc
