@@ -19,7 +19,7 @@ import stomp
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from shared.services import LocalStack, StackConfig
+from shared.services import LocalStack, StackConfig, stomp_ready
 
 from .conftest import REPO_ROOT, SECANTUS_VENV, Stack
 
@@ -97,6 +97,13 @@ def test_scheduled_message_survives_broker_kill9(stack: Stack, destination: str)
         conn.disconnect()
     assert frame.body == "survivor"
     assert arrived_at - sent_at >= 6.0
+
+
+def test_database_survives_kill9(stack: Stack, db: Database) -> None:
+    db["drill"].insert_one({"_id": "kept", "at": datetime(2026, 1, 1, tzinfo=UTC)})
+    stack.kill9("mongo")
+    stack.start("mongo")
+    assert db["drill"].find_one({"_id": "kept"}) is not None  # the client reconnects by itself
 
 
 NOTIFICATION_KEY = [
@@ -223,3 +230,25 @@ def test_services_up_names_a_port_taken_by_another_process(cli_state):
     assert f"port {port}" in result.stderr
     assert "already in use" in result.stderr
     assert not (state / "activemq.pid").exists()
+
+
+def test_broker_credentials_when_configured(tmp_path: Path) -> None:
+    config = StackConfig(
+        state_dir=tmp_path,
+        stomp_port=free_port(),
+        mongo_port=free_port(),
+        stomp_login="amq-user",
+        stomp_passcode="pa:ss=word",
+        venv_dir=SECANTUS_VENV,
+    )
+    local = LocalStack(config, die_with_parent=True)
+    try:
+        assert local.start("activemq")  # its ready check logs in with the credentials
+        creds = tmp_path / "activemq" / "data" / "credentials.properties"
+        assert creds.stat().st_mode & 0o777 == 0o600
+        cmdline = Path(f"/proc/{local.pid('activemq')}/cmdline").read_bytes()
+        assert b"pa:ss=word" not in cmdline  # never on the command line
+        assert not stomp_ready("127.0.0.1", config.stomp_port)  # anonymous refused
+        assert not stomp_ready("127.0.0.1", config.stomp_port, "amq-user", "wrong")
+    finally:
+        local.down()
