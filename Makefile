@@ -1,0 +1,80 @@
+# tzpush developer entry points. `make help` lists them.
+#   make install   venv + ActiveMQ (apt, when missing) + SecantusDB's own venv
+#   make run       the local stack + the demo
+#   make test      the whole suite; the integration fixtures start and stop their own stack
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON3 ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TZPUSH := $(VENV)/bin/tzpush
+# The integration fixtures' stack (tests/integration/conftest.py reads the same variables).
+export TZPUSH_TEST_STATE_DIR ?= $(CURDIR)/.local/test
+export TZPUSH_TEST_STOMP_PORT ?= 61623
+export TZPUSH_TEST_MONGO_PORT ?= 27027
+PYTEST_ARGS ?=
+ARGS ?=
+
+.PHONY: help venv install run test lint fmt bench services-up services-down services-status clean
+
+help:
+	@echo "targets: venv install run test lint fmt bench services-up services-down services-status clean"
+	@echo "  make test PYTEST_ARGS='-k stack -x'    make bench ARGS='--help'"
+
+# Debian's python3 has no ensurepip (so no `-m venv`) until python3-venv is installed.
+$(VENV)/.stamp: pyproject.toml
+	@if ! test -x $(PY); then \
+		if ! $(PYTHON3) -c 'import ensurepip' 2>/dev/null; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv; \
+		fi; \
+		$(PYTHON3) -m venv $(VENV); \
+	fi
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.stamp
+
+install: venv
+	$(TZPUSH) services install
+
+run: install
+	$(TZPUSH) services up
+	$(TZPUSH) demo
+
+# pytest's exit code is kept; the safety net stops whatever a killed session left running
+# (only processes named by the test state dir's pid files).
+test: install
+	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	TZPUSH_LOCAL__STATE_DIR="$(TZPUSH_TEST_STATE_DIR)" $(TZPUSH) services down >/dev/null || true; \
+	exit $$status
+
+lint: venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+fmt: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: install
+	$(PY) -m bench $(ARGS)
+
+services-up: install
+	$(TZPUSH) services up
+
+services-down:
+	@if [ -x $(TZPUSH) ]; then $(TZPUSH) services down; fi
+
+services-status: venv
+	$(TZPUSH) services status
+
+clean:
+	@if [ -x $(TZPUSH) ]; then \
+		$(TZPUSH) services down || true; \
+		TZPUSH_LOCAL__STATE_DIR="$(TZPUSH_TEST_STATE_DIR)" $(TZPUSH) services down || true; \
+	fi
+	rm -rf .local .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
