@@ -112,3 +112,12 @@ def db(stack: Stack, mongo_client: pymongo.MongoClient[dict[str, Any]]) -> Itera
     yield database
     for name in database.list_collection_names():
         database.drop_collection(name)
+
+
+@pytest.fixture
+def world(stack: Stack, db: Database) -> Iterator[Any]:
+    """An isolated world on the real stack: own queue prefix, own Expo fake (see harness.py)."""
+    from tests.integration.harness import make_world
+
+    with make_world(stack.settings, db) as w:
+        yield w
