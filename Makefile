@@ -43,11 +43,14 @@ run: install
 	$(TZPUSH) services up
 	$(TZPUSH) demo
 
-# pytest's exit code is kept; the safety net stops whatever a killed session left running
-# (only processes named by the test state dir's pid files).
+# pytest's exit code is kept; the safety net stops whatever a killed session left running (only
+# processes named by the test state dir's pid files, and only when no other session holds the
+# state dir's lock: two `make test` in one tree take turns, see tests/integration/conftest.py).
 test: install
 	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
-	TZPUSH_LOCAL__STATE_DIR="$(TZPUSH_TEST_STATE_DIR)" $(TZPUSH) services down >/dev/null || true; \
+	mkdir -p "$(TZPUSH_TEST_STATE_DIR)"; \
+	TZPUSH_LOCAL__STATE_DIR="$(TZPUSH_TEST_STATE_DIR)" flock -n "$(TZPUSH_TEST_STATE_DIR)/.session.lock" \
+		$(TZPUSH) services down >/dev/null || true; \
 	exit $$status
 
 lint: venv

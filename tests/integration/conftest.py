@@ -10,13 +10,16 @@
 
 Environment overrides: TZPUSH_TEST_STATE_DIR (default .local/test), TZPUSH_TEST_STOMP_PORT
 (61623), TZPUSH_TEST_MONGO_PORT (27027): away from the defaults so a `make run` stack keeps running.
+Two sessions on the same state dir take turns (`session_lock`).
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,7 @@ TEST_MONGO_PORT = int(os.environ.get("TZPUSH_TEST_MONGO_PORT", "27027"))
 TEST_DATABASE = "tzpush_test"
 # SecantusDB's venv is shared with `make install` (.local/secantus-venv), never wiped per session.
 SECANTUS_VENV = REPO_ROOT / ".local" / "secantus-venv"
+SESSION_LOCK_WAIT_S = 240.0
 
 
 def make_test_settings(**overrides: Any) -> Settings:
@@ -82,7 +86,29 @@ class Stack:
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
+def session_lock() -> Iterator[None]:
+    """One test session per state dir: a second `make test` in the same tree waits its turn
+    (the stack's ports and pid files are shared). The Makefile's safety net takes it too."""
+    TEST_STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(TEST_STATE_DIR / ".session.lock", "w") as lock:
+        deadline = time.monotonic() + SESSION_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"another test session holds {TEST_STATE_DIR}/.session.lock; set "
+                        "TZPUSH_TEST_STATE_DIR, TZPUSH_TEST_STOMP_PORT, TZPUSH_TEST_MONGO_PORT "
+                        "to run two sessions side by side"
+                    )
+                time.sleep(1.0)
+        yield
+
+
+@pytest.fixture(scope="session")
+def stack(session_lock: None) -> Iterator[Stack]:
     settings = make_test_settings()
     config = StackConfig.from_settings(settings, venv_dir=SECANTUS_VENV)
     local = LocalStack(config, die_with_parent=True)
