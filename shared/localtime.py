@@ -69,7 +69,7 @@ def _zone(tz: str) -> zoneinfo.ZoneInfo:
     return _load_zone(tz)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.cache  # bounded by the tz database: failed look-ups raise and are not cached
 def _load_zone(tz: str) -> zoneinfo.ZoneInfo:
     try:
         return zoneinfo.ZoneInfo(tz)
@@ -184,6 +184,43 @@ def _occurrence(ordinal: int, at: int) -> Occurrence:
     return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
+    """The one UTC offset of local dates utc_ordinal-3 .. utc_ordinal+9, or None if they differ.
+
+    That window holds every date ``_next_general`` could need for a search starting on this UTC
+    date (two days either side, plus up to six skipped weekdays), so when it is steady (most of
+    the year, in every zone) the answer is plain arithmetic.
+    """
+    offsets = {_day_offsets(tz, o) for o in range(utc_ordinal - 3, utc_ordinal + 10)}
+    if len(offsets) == 1:
+        ((start, end),) = offsets
+        if start == end:
+            return start
+    return None
+
+
+def _next_general(tz: str, minute: int, floor_s: int, days: frozenset[int]) -> tuple[int, int]:
+    """(ordinal, r) of the first date whose send instant r (before the offset) is > floor_s."""
+    # r = wall(D) - utcoffset with |utcoffset| < 24 h (gaps too: they use the offset before), so
+    # dates with wall(D) + 24 h <= floor_s cannot qualify, and once wall(D) - 24 h >= the best r
+    # so far, neither this date nor any later one can beat it.
+    ordinal = floor_s // _DAY + _EPOCH_ORD - 1
+    tod = minute * 60
+    best: tuple[int, bool, int] | None = None  # (r, wall time missing, ordinal): the tie-break
+    while True:
+        wall = (ordinal - _EPOCH_ORD) * _DAY + tod
+        if best is not None and wall - _DAY >= best[0]:
+            return best[2], best[0]
+        if wall + _DAY > floor_s and (ordinal - 1) % 7 in days:
+            resolved = _resolve(tz, ordinal, minute)
+            if resolved is not None and resolved[0] > floor_s:
+                candidate = (resolved[0], not resolved[1], ordinal)
+                if best is None or candidate < best:
+                    best = candidate
+        ordinal += 1
+
+
 def next_occurrence(
     local_time: dt.time,
     tz: str,
@@ -195,27 +232,28 @@ def next_occurrence(
     """The first send strictly after ``after`` of a reminder at ``local_time`` in ``tz``.
 
     ``weekdays`` (0=Monday..6=Sunday, None = every day) filters on the local date. This is what the
-    scheduler calls after each send, so it is cached and does no per-call zone arithmetic.
+    scheduler calls after each send, for every reminder, so the usual case is one cache hit and
+    integer arithmetic.
     """
     minute = _minute_of_day(local_time)
     _zone(tz)
     after_us = _epoch_micros(after, "after")
     off = _offset_seconds(offset_minutes)
-    days = _weekday_set(weekdays)
-    # A send for date D is at wall(D) - utcoffset (+ a gap of at most a day) + off, and
-    # |utcoffset| < 24 h, so no date more than two days before after's UTC date can qualify;
-    # the loop stops once even the earliest conceivable send, wall(D) - 24 h + off, is too late.
-    ordinal = (after_us // _US - off) // _DAY + _EPOCH_ORD - 2
-    best: tuple[int, bool, int] | None = None  # (at, not exists, ordinal): the tie-break order
-    while best is None or (ordinal - _EPOCH_ORD) * _DAY + minute * 60 - _DAY + off < best[0]:
-        if (ordinal - 1) % 7 in days:  # ordinal 1 (0001-01-01) was a Monday
-            resolved = _resolve(tz, ordinal, minute)
-            if resolved is not None and (resolved[0] + off) * _US > after_us:
-                candidate = (resolved[0] + off, not resolved[1], ordinal)
-                if best is None or candidate < best:
-                    best = candidate
+    days = _ALL_DAYS if weekdays is None else _weekday_set(weekdays)
+    # Search before the offset: the send r + off > after  <=>  r > floor(after) - off, because
+    # sends are whole seconds.
+    floor_s = after_us // _US - off
+    steady = _steady_offset(tz, floor_s // _DAY + _EPOCH_ORD)
+    if steady is None:
+        ordinal, r = _next_general(tz, minute, floor_s, days)
+        return _occurrence(ordinal, r + off)
+    # No transition near: r(D) = wall(D) - steady grows by a day per date, so the answer is the
+    # first date with wall(D) - steady > floor_s, then the first allowed weekday from there.
+    tod = minute * 60
+    ordinal = (floor_s + steady - tod) // _DAY + _EPOCH_ORD + 1
+    while (ordinal - 1) % 7 not in days:  # ordinal 1 (0001-01-01) was a Monday
         ordinal += 1
-    return _occurrence(best[2], best[0])
+    return _occurrence(ordinal, (ordinal - _EPOCH_ORD) * _DAY + tod - steady + off)
 
 
 def occurrences_between(
