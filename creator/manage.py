@@ -237,7 +237,7 @@ class Manager:
             try:
                 self.db[dbm.TOKENS].insert_one(doc)
             except DuplicateKeyError:
-                time.sleep(compute_backoff(attempt, base=0.05, cap=1.0, rng=rng))
+                time.sleep(compute_backoff(attempt + 1, base=0.05, cap=1.0, rng=rng))
                 continue
             record_changes(self.db, [user_id], now)
             self.planner.plan_users([user_id])

@@ -210,7 +210,7 @@ class Planner:
 
     def _insert(self, docs: list[Doc], report: PassReport) -> list[Doc]:
         """Insert, ignoring duplicates; return what should be armed (new and already pending)."""
-        conflicted: set[str] = set()
+        duplicates: list[Doc] = []
         for i in range(0, len(docs), INSERT_CHUNK):
             chunk = docs[i : i + INSERT_CHUNK]
             try:
@@ -222,13 +222,44 @@ class Planner:
                 for err in details.get("writeErrors", []):
                     if err.get("code") != 11000:
                         raise
-                    if dbm.is_duplicate_on_id(err):
-                        report.existing += 1
-                    else:
-                        # Same user/token/category/label/instant pending under another id
-                        # (an older version of the reminder): the older one still stands.
-                        report.conflicts += 1
-                        conflicted.add(chunk[err["index"]]["_id"])
+                    duplicates.append(chunk[err["index"]])
+        if not duplicates:
+            return docs
+        # A duplicate is either this very occurrence (same _id: already planned, fine) or
+        # another pending message holding the same user/token/category/label/instant (an
+        # older version of the reminder, or a twin reminder): that one stands, ours is dropped.
+        # Servers differ in which index they report, so look at what exists.
+        existing = self._existing_ids(duplicates)
+        conflicted = {d["_id"] for d in duplicates} - existing
+        report.existing += len(duplicates) - len(conflicted)
+        report.conflicts += len(conflicted)
         if conflicted:
             log.warning("%d planned messages collide with other pending ones", len(conflicted))
         return [d for d in docs if d["_id"] not in conflicted]
+
+    def _existing_ids(self, docs: list[Doc]) -> set[str]:
+        ids = {d["_id"] for d in docs}
+        coll = self.db[dbm.MESSAGES]
+        if len(ids) <= SCAN_THRESHOLD:
+            return {d["_id"] for d in coll.find({"_id": {"$in": sorted(ids)}}, {"_id": 1})}
+        # Many duplicates (a second creator on the same window): one index range beats lookups.
+        # Handled messages are duplicates on _id only, so they exist by definition.
+        lo = min(d["scheduledAt"] for d in docs)
+        hi = max(d["scheduledAt"] for d in docs)
+        pending = {
+            d["_id"]
+            for d in coll.find(
+                {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": lo, "$lte": hi}},
+                {"_id": 1},
+            ).hint(dbm.PENDING_UNIQUE)
+        }
+        rest = ids - pending
+        if rest and len(rest) <= SCAN_THRESHOLD:
+            pending |= {d["_id"] for d in coll.find({"_id": {"$in": sorted(rest)}}, {"_id": 1})}
+        elif rest:
+            pending |= {
+                d["_id"]
+                for d in coll.find({"status": {"$ne": "pending"}}, {"_id": 1})
+                if d["_id"] in rest
+            }
+        return ids & pending

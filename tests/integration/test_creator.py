@@ -1,0 +1,295 @@
+"""Creator on the real broker and database: planning, idempotence, crash safety, changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import queue
+import threading
+from collections import Counter
+
+import pytest
+
+from creator.planner import Planner
+from shared import db as dbm
+from shared.broker import Frame, StompClient
+from shared.errors import InputError
+from shared.wire import decode
+from tests.integration.harness import World, wait_for
+
+FIXED_NOW = dt.datetime(2026, 10, 24, 0, 0, tzinfo=dt.UTC)
+
+
+def fixed_clock() -> dt.datetime:
+    return FIXED_NOW
+
+
+def drain(world: World, category: str, expect_at_least: int, timeout: float = 20.0) -> list[Frame]:
+    """Receive wake-ups from a category queue until none arrive for a moment."""
+    inbox: queue.Queue[Frame] = queue.Queue()
+    client = StompClient(world.settings, inbox=inbox).connect()
+    world.clients.append(client)
+    client.subscribe(world.settings.queue(category), prefetch=1000)
+    frames: list[Frame] = []
+    deadline = threading.Event()
+    while not deadline.is_set():
+        try:
+            f = inbox.get(timeout=2.0 if len(frames) >= expect_at_least else timeout)
+        except queue.Empty:
+            break
+        frames.append(f)
+        client.ack(f)
+    return frames
+
+
+def seed_article_users(world: World) -> dict[str, str]:
+    """The seed article's pill at 18:00 + 5 min in four zones; returns user -> reminder id."""
+    m = world.manager()
+    out = {}
+    for uid, tz in [
+        ("tash", "Asia/Tashkent"),
+        ("berlin", "Europe/Berlin"),
+        ("ny", "America/New_York"),
+        ("kath", "Asia/Kathmandu"),
+    ]:
+        world.user(uid, tz, manager=m)
+        r = m.add_reminder(
+            uid,
+            category="medication",
+            label="Citramon",
+            at="18:00",
+            offset_minutes=5,
+            title="Citramon",
+            body="Time to take it",
+        )
+        out[uid] = r["_id"]
+    return out
+
+
+def test_users_in_four_zones_get_the_right_scheduled_at(world: World) -> None:
+    seed_article_users(world)
+    planner = world.planner(clock=fixed_clock)
+    report = planner.run_pass()
+    assert report.inserted == 4
+    got = {d["userId"]: d["scheduledAt"] for d in world.db[dbm.MESSAGES].find()}
+    assert got == {
+        "tash": dt.datetime(2026, 10, 24, 13, 5, tzinfo=dt.UTC),
+        "berlin": dt.datetime(2026, 10, 24, 16, 5, tzinfo=dt.UTC),
+        "ny": dt.datetime(2026, 10, 24, 22, 5, tzinfo=dt.UTC),
+        "kath": dt.datetime(2026, 10, 24, 12, 20, tzinfo=dt.UTC),
+    }
+    for d in world.db[dbm.MESSAGES].find():
+        assert d["status"] == "pending" and d["category"] == "medication"
+
+
+def test_wakeups_arrive_on_the_category_queue_just_before_due(world: World) -> None:
+    m = world.manager()
+    world.user("u1", "Asia/Tashkent", manager=m)
+    now = dt.datetime.now(dt.UTC)
+    local = (now + dt.timedelta(minutes=2)).astimezone(
+        __import__("zoneinfo").ZoneInfo("Asia/Tashkent")
+    )
+    m.add_reminder("u1", category="mood", label="check-in", at=local.strftime("%H:%M"))
+    planner = world.planner()
+    # A lead that makes the wake-up fire about 4 s from now, so the test does not wait minutes.
+    msg = None
+    planner.settings = planner.settings.model_copy(
+        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": 0})}
+    )
+    report = planner.run_pass()
+    assert report.inserted == 1
+    msg = world.db[dbm.MESSAGES].find_one()
+    assert msg is not None
+    due = msg["scheduledAt"]
+    lead = (due - dt.datetime.now(dt.UTC)).total_seconds() - 4
+    planner.settings = planner.settings.model_copy(
+        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": lead})}
+    )
+    armed_at = dt.datetime.now(dt.UTC)
+    planner.arm([msg])
+    frames = drain(world, "mood", 1)
+    arrived = dt.datetime.now(dt.UTC)
+    assert [decode(f.body).items[0].id for f in frames] == [msg["_id"]]
+    assert frames[0].destination == world.settings.queue("mood")
+    fire_at = due - dt.timedelta(seconds=lead)
+    assert arrived >= fire_at - dt.timedelta(milliseconds=50)
+    assert arrived - armed_at < dt.timedelta(seconds=15)
+    assert decode(frames[0].body).items[0].due_ms == int(due.timestamp() * 1000)
+
+
+def test_running_the_pass_twice_creates_nothing_new(world: World) -> None:
+    seed_article_users(world)
+    first = world.planner(clock=fixed_clock).run_pass()
+    # Forget the watermark so the second pass re-plans the very same window.
+    world.db[dbm.STATE].delete_many({})
+    second = world.planner(clock=fixed_clock).run_pass()
+    assert first.inserted == 4
+    assert second.inserted == 0 and second.existing == 4
+    assert world.db[dbm.MESSAGES].count_documents({}) == 4
+
+
+def test_two_concurrent_passes_leave_one_message_per_occurrence_and_token(world: World) -> None:
+    m = world.manager()
+    for i in range(40):
+        world.user(
+            f"c{i}", ["Asia/Tashkent", "Europe/Berlin", "UTC", "Australia/Sydney"][i % 4], manager=m
+        )
+        m.add_reminder(f"c{i}", category="meal", label="lunch", at="12:30")
+        m.add_reminder(f"c{i}", category="mood", label="evening", at="20:00")
+    planners = [world.planner(clock=fixed_clock) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    reports = []
+
+    def run(p: Planner) -> None:
+        barrier.wait()
+        reports.append(p.run_pass())
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in planners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(reports) == 2
+    keys = Counter(
+        (d["reminderId"], d["notificationTokenId"], d["localDate"])
+        for d in world.db[dbm.MESSAGES].find()
+    )
+    assert len(keys) == 80  # 40 users x 2 reminders x 1 token, one local day in 24 h
+    assert set(keys.values()) == {1}
+    assert sum(r.inserted for r in reports) == 80
+
+
+def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) -> None:
+    seed_article_users(world)
+
+    class Crash(Exception):
+        pass
+
+    class CrashingPlanner(Planner):
+        def arm(self, docs, *, progress=None):  # type: ignore[no-untyped-def]
+            docs = list(docs)
+            if docs:
+                raise Crash("killed between insert and arm")
+            return []
+
+    crashing = CrashingPlanner(world.db, world.broker(), world.settings, clock=fixed_clock)
+    with pytest.raises(Crash):
+        crashing.run_pass()
+    assert world.db[dbm.MESSAGES].count_documents({"status": "pending"}) == 4
+    state = world.db[dbm.STATE].find_one({"_id": "planner"})
+    assert state is not None and "inProgress" in state and "plannedUntil" not in state
+
+    # Make every wake-up fire at once so the test can count them on the queue.
+    planner = world.planner(clock=fixed_clock)
+    planner.settings = planner.settings.model_copy(
+        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": 10**7})}
+    )
+    report = planner.run_pass()
+    assert report.rearmed == 4
+    frames = drain(world, "medication", 1)
+    armed = Counter(i.id for f in frames for i in decode(f.body).items)
+    ids = {d["_id"] for d in world.db[dbm.MESSAGES].find()}
+    assert set(armed) == ids
+    # The re-arm and the new pass's own arming may both name a message: harmless by design
+    # (the send guard), but each message is named at least once and at most twice.
+    assert max(armed.values()) <= 2
+    state = world.db[dbm.STATE].find_one({"_id": "planner"})
+    assert state is not None and "inProgress" not in state
+
+
+def test_removing_a_reminder_after_planning_cancels_its_pending_message(world: World) -> None:
+    rids = seed_article_users(world)
+    world.planner(clock=fixed_clock).run_pass()
+    m = world.manager()
+    m.planner.clock = fixed_clock
+    m.remove_reminder(rids["berlin"])
+    msg = world.db[dbm.MESSAGES].find_one({"userId": "berlin"})
+    assert msg is not None
+    assert msg["status"] == "cancelled" and msg["reason"] == "reminder removed"
+    others = world.db[dbm.MESSAGES].count_documents({"status": "pending"})
+    assert others == 3
+
+
+def test_changing_the_zone_moves_pending_messages_to_the_new_instant(world: World) -> None:
+    seed_article_users(world)
+    world.planner(clock=fixed_clock).run_pass()
+    m = world.manager()
+    m.planner.clock = fixed_clock
+    m.upsert_user("tash", timezone="Europe/Berlin")
+    msgs = list(world.db[dbm.MESSAGES].find({"userId": "tash"}).sort("scheduledAt", 1))
+    old = [d for d in msgs if d["scheduledAt"] == dt.datetime(2026, 10, 24, 13, 5, tzinfo=dt.UTC)]
+    new = [d for d in msgs if d["status"] == "pending"]
+    assert len(old) == 1 and old[0]["status"] == "cancelled"
+    assert "time zone changed" in old[0]["reason"]
+    assert [d["scheduledAt"] for d in new] == [dt.datetime(2026, 10, 24, 16, 5, tzinfo=dt.UTC)]
+
+
+def test_removed_reminder_is_never_sent_at_the_old_instant(world: World) -> None:
+    """End to end: planned, then removed, then the consumer runs at the due instant."""
+    world.user("late", "UTC")
+    due = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=4)).replace(microsecond=0)
+    docs = world.due_messages(["late"], due)
+    m = world.manager()
+    m.remove_reminder(docs[0]["reminderId"])
+    rc = world.start_consumer()
+    wait_for(lambda: world.all_terminal([docs[0]["_id"]]), 30, what="terminal")
+    rc.stop()
+    assert world.fake.pushes() == []
+    assert world.message(docs[0]["_id"])["status"] == "cancelled"
+
+
+def test_concurrent_logins_leave_exactly_one_active_token(world: World) -> None:
+    m = world.manager()
+    m.upsert_user("racer", timezone="UTC")
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def login(i: int) -> None:
+        mm = world.manager()
+        barrier.wait()
+        try:
+            mm.register_token("racer", device="phone-1", token=f"ExponentPushToken[race-{i}]")
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=login, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    active = list(world.db[dbm.TOKENS].find({"deviceId": "phone-1", "isActive": True}))
+    assert len(active) == 1
+    assert world.db[dbm.TOKENS].count_documents({"deviceId": "phone-1"}) == 8
+    for t in world.db[dbm.TOKENS].find({"deviceId": "phone-1", "isActive": False}):
+        assert t["deactivationReason"] == "replaced by a new login on the device"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"at": "25:00"}, "25:00"),
+        ({"at": "7pm"}, "7pm"),
+        ({"category": "snacks"}, "unknown category 'snacks'"),
+        ({"body": "x" * 5000}, "4096"),
+        ({"weekdays": "mon,funday"}, "funday"),
+        ({"offset_minutes": 2000}, "2000"),
+    ],
+)
+def test_bad_reminder_input_is_refused_with_a_message_naming_it(
+    world: World, kwargs: dict[str, object], fragment: str
+) -> None:
+    m = world.manager()
+    m.upsert_user("v", timezone="UTC")
+    args: dict[str, object] = {"category": "meal", "label": "lunch", "at": "12:30"} | kwargs
+    with pytest.raises(InputError) as exc:
+        m.add_reminder("v", **args)  # type: ignore[arg-type]
+    assert fragment in str(exc.value)
+
+
+def test_bad_zone_and_token_are_refused(world: World) -> None:
+    m = world.manager()
+    with pytest.raises(InputError, match="Europe/Berln"):
+        m.upsert_user("z", timezone="Europe/Berln")
+    m.upsert_user("z", timezone="Europe/Berlin")
+    with pytest.raises(InputError, match="not-a-token"):
+        m.register_token("z", device="d", token="not-a-token")
