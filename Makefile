@@ -38,6 +38,9 @@ venv: $(VENV)/.stamp
 
 install: venv
 	$(TZPUSH) services install
+	@# Offline validator for deploy/docker-compose.yml (`docker-compose config`, no engine needed).
+	@command -v docker-compose >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
 
 run: install
 	$(TZPUSH) services up
