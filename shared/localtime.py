@@ -13,10 +13,12 @@ Pure (no I/O, ``now`` is always passed in). The DST policy, in one place:
   whose wall time really exists wins, then the earlier local date.
 
 Never do local arithmetic on aware datetimes with ``timedelta(days=1)``: days are walked as
-proleptic ordinals and each one is resolved on its own. Speed comes from two caches: per
-(zone, date) the UTC offsets at the start of the day and of the next day (equal on all but a few
-days a year, and then any wall time that day is ``wall - offset``), and per (zone, date, minute)
-the full resolution on the rare transition days.
+proleptic ordinals and each one is resolved on its own. Speed comes from caches: per (zone,
+UTC date) whether the offset is steady for the surrounding fortnight (then the next send is
+arithmetic), per (zone, date) the offsets at the start of the day and of the next (equal on all
+but a few days a year, and then any wall time that day is ``wall - offset``), and per (zone,
+date, minute) the full resolution on the rare transition days. They assume at most one
+transition per 3 days, which the tz database honours (closest pair: 95 h, Freetown 1939).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ _ONE_MICRO = dt.timedelta(microseconds=1)
 _US = 1_000_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ALL_DAYS = frozenset(range(7))
+_MIDNIGHT = dt.time()
 _HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])", re.ASCII)
 
 
@@ -66,7 +69,12 @@ class Occurrence:
 def _zone(tz: str) -> zoneinfo.ZoneInfo:
     if not isinstance(tz, str) or tz == "localtime":  # "localtime" is the host's zone, not a user's
         raise LocalTimeError(f"unknown time zone {tz!r}")
-    return _load_zone(tz)
+    zone = _load_zone(tz)
+    _known_zones.add(tz)
+    return zone
+
+
+_known_zones: set[str] = set()  # validated names, for a cheap membership test on hot paths
 
 
 @functools.cache  # bounded by the tz database: failed look-ups raise and are not cached
@@ -98,7 +106,13 @@ def parse_hhmm(s: str) -> dt.time:
     return dt.time(int(m[1]), int(m[2]))
 
 
-def _minute_of_day(local_time: dt.time) -> int:
+def _checked_rule(
+    local_time: dt.time, tz: str, offset_minutes: int, weekdays: Collection[int] | None
+) -> tuple[int, int, frozenset[int]]:
+    """(minute of day, offset in seconds, allowed weekdays) of a valid reminder rule, else raise.
+
+    One call with the common case tested first, as next_occurrence runs for every reminder.
+    """
     if not isinstance(local_time, dt.time):
         raise LocalTimeError(f"local_time must be a datetime.time, got {local_time!r}")
     if local_time.tzinfo is not None:
@@ -107,7 +121,28 @@ def _minute_of_day(local_time: dt.time) -> int:
         )
     if local_time.second or local_time.microsecond:
         raise LocalTimeError(f"local_time must be whole minutes, got {local_time}")
-    return local_time.hour * 60 + local_time.minute
+    if type(tz) is not str or tz not in _known_zones:
+        _zone(tz)
+    if (
+        type(offset_minutes) is not int
+        or not -MAX_OFFSET_MINUTES <= offset_minutes <= MAX_OFFSET_MINUTES
+    ):
+        raise LocalTimeError(
+            f"offset_minutes must be an integer from -{MAX_OFFSET_MINUTES} to "
+            f"{MAX_OFFSET_MINUTES}, got {offset_minutes!r}"
+        )
+    days = _ALL_DAYS if weekdays is None else _weekday_set(weekdays)
+    return local_time.hour * 60 + local_time.minute, offset_minutes * 60, days
+
+
+def _weekday_set(weekdays: Collection[int]) -> frozenset[int]:
+    days = frozenset(weekdays)
+    if days and days <= _ALL_DAYS and set(map(type, days)) == {int}:  # True == 1: check types
+        return days
+    bad = sorted((d for d in days if type(d) is not int or not 0 <= d <= 6), key=repr)
+    if bad:
+        raise LocalTimeError(f"weekday must be 0 (Monday) to 6 (Sunday), got {bad[0]!r}")
+    raise LocalTimeError("weekdays is empty: the reminder would never fire")
 
 
 def _epoch_micros(value: dt.datetime, name: str) -> int:
@@ -115,31 +150,6 @@ def _epoch_micros(value: dt.datetime, name: str) -> int:
     if not isinstance(value, dt.datetime) or value.utcoffset() is None:
         raise LocalTimeError(f"{name} must be a timezone-aware datetime, got {value!r}")
     return (value - _EPOCH) // _ONE_MICRO
-
-
-def _offset_seconds(offset_minutes: int) -> int:
-    if (
-        not isinstance(offset_minutes, int)
-        or isinstance(offset_minutes, bool)
-        or abs(offset_minutes) > MAX_OFFSET_MINUTES
-    ):
-        raise LocalTimeError(
-            f"offset_minutes must be an integer from -{MAX_OFFSET_MINUTES} to "
-            f"{MAX_OFFSET_MINUTES}, got {offset_minutes!r}"
-        )
-    return offset_minutes * 60
-
-
-def _weekday_set(weekdays: Collection[int] | None) -> frozenset[int]:
-    if weekdays is None:
-        return _ALL_DAYS
-    days = frozenset(weekdays)
-    bad = sorted((d for d in days if type(d) is not int or not 0 <= d <= 6), key=repr)
-    if bad:
-        raise LocalTimeError(f"weekday must be 0 (Monday) to 6 (Sunday), got {bad[0]!r}")
-    if not days:
-        raise LocalTimeError("weekdays is empty: the reminder would never fire")
-    return days
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -186,18 +196,23 @@ def _occurrence(ordinal: int, at: int) -> Occurrence:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
-    """The one UTC offset of local dates utc_ordinal-3 .. utc_ordinal+9, or None if they differ.
+    """The one UTC offset of local dates utc_ordinal-3 .. utc_ordinal+9, or None if it changes.
 
     That window holds every date ``_next_general`` could need for a search starting on this UTC
     date (two days either side, plus up to six skipped weekdays), so when it is steady (most of
-    the year, in every zone) the answer is plain arithmetic.
+    the year, in every zone) the answer is plain arithmetic. Transitions are at least 95 h apart,
+    so probing local midnight every 3 days cannot miss one.
     """
-    offsets = {_day_offsets(tz, o) for o in range(utc_ordinal - 3, utc_ordinal + 10)}
-    if len(offsets) == 1:
-        ((start, end),) = offsets
-        if start == end:
-            return start
-    return None
+    zone = _load_zone(tz)
+    probes = (*range(utc_ordinal - 3, utc_ordinal + 10, 3), utc_ordinal + 10)
+    offsets = {
+        dt.datetime.combine(dt.date.fromordinal(o), _MIDNIGHT, zone).utcoffset() for o in probes
+    }
+    if len(offsets) != 1:
+        return None
+    (offset,) = offsets
+    assert offset is not None
+    return offset // _ONE_SECOND
 
 
 def _next_general(tz: str, minute: int, floor_s: int, days: frozenset[int]) -> tuple[int, int]:
@@ -235,11 +250,8 @@ def next_occurrence(
     scheduler calls after each send, for every reminder, so the usual case is one cache hit and
     integer arithmetic.
     """
-    minute = _minute_of_day(local_time)
-    _zone(tz)
+    minute, off, days = _checked_rule(local_time, tz, offset_minutes, weekdays)
     after_us = _epoch_micros(after, "after")
-    off = _offset_seconds(offset_minutes)
-    days = _ALL_DAYS if weekdays is None else _weekday_set(weekdays)
     # Search before the offset: the send r + off > after  <=>  r > floor(after) - off, because
     # sends are whole seconds.
     floor_s = after_us // _US - off
@@ -253,7 +265,8 @@ def next_occurrence(
     ordinal = (floor_s + steady - tod) // _DAY + _EPOCH_ORD + 1
     while (ordinal - 1) % 7 not in days:  # ordinal 1 (0001-01-01) was a Monday
         ordinal += 1
-    return _occurrence(ordinal, (ordinal - _EPOCH_ORD) * _DAY + tod - steady + off)
+    at = (ordinal - _EPOCH_ORD) * _DAY + tod - steady + off
+    return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
 
 
 def occurrences_between(
@@ -269,12 +282,9 @@ def occurrences_between(
 
     Used to plan a window of sends (and to catch up after downtime) in one call.
     """
-    minute = _minute_of_day(local_time)
-    _zone(tz)
+    minute, off, days = _checked_rule(local_time, tz, offset_minutes, weekdays)
     start_us = _epoch_micros(start, "start")
     end_us = _epoch_micros(end, "end")
-    off = _offset_seconds(offset_minutes)
-    days = _weekday_set(weekdays)
     best: dict[int, tuple[bool, int]] = {}  # instant -> (not exists, ordinal): the tie-break
     # Same bounds as next_occurrence: a date's send is within two days of its UTC date.
     lo = (start_us // _US - off) // _DAY + _EPOCH_ORD - 2
