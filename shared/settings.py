@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CATEGORIES: dict[str, int] = {
@@ -28,7 +28,13 @@ DEFAULT_CATEGORIES: dict[str, int] = {
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
-class MongoSettings(BaseModel):
+class _Group(BaseModel):
+    """A settings group: unknown keys are refused (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class MongoSettings(_Group):
     """Where the source of truth lives."""
 
     uri: SecretStr = Field(
@@ -47,7 +53,7 @@ class MongoSettings(BaseModel):
         return v
 
 
-class StompSettings(BaseModel):
+class StompSettings(_Group):
     """The broker that holds the timing (ActiveMQ Classic with schedulerSupport)."""
 
     host: str = Field(default="127.0.0.1", description="broker host")
@@ -66,7 +72,7 @@ class StompSettings(BaseModel):
         return v
 
 
-class ExpoSettings(BaseModel):
+class ExpoSettings(_Group):
     """Expo's push API (or the local fake)."""
 
     base_url: str = Field(default="http://127.0.0.1:8765", description="Expo host")
@@ -84,7 +90,7 @@ class ExpoSettings(BaseModel):
         return v.rstrip("/")
 
 
-class CreatorSettings(BaseModel):
+class CreatorSettings(_Group):
     """The planner."""
 
     interval_seconds: int = Field(default=300, ge=5, description="planning pass period")
@@ -101,7 +107,7 @@ class CreatorSettings(BaseModel):
     )
 
 
-class ConsumerSettings(BaseModel):
+class ConsumerSettings(_Group):
     """The workers that send."""
 
     prefetch: int = Field(default=200, ge=1, description="wake-ups held unacked at once")
@@ -112,16 +118,16 @@ class ConsumerSettings(BaseModel):
     max_token_failures: int = Field(default=3, ge=1, description="deactivate after N in a row")
 
 
-class CategorySettings(BaseModel):
+class CategorySettings(_Group):
     grace_seconds: int = Field(ge=0, le=7 * 86400, description="how late is still useful")
 
 
-class MetricsSettings(BaseModel):
+class MetricsSettings(_Group):
     port: int = Field(default=9464, ge=0, le=65535, description="/metrics and /healthz; 0 = off")
     host: str = Field(default="127.0.0.1", description="bind address for /metrics")
 
 
-class LocalSettings(BaseModel):
+class LocalSettings(_Group):
     """Where the local stack (`tzpush services`) keeps its files."""
 
     state_dir: str = Field(default=".local", description="pid files, data, logs")

@@ -1,0 +1,113 @@
+"""The settings object: env names, .env, clear errors, secrets never shown, README in sync."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared.settings import Settings, SettingsError
+from shared.settings_doc import rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("TZPUSH_"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)  # no stray .env
+
+
+def test_defaults_point_at_the_local_stack() -> None:
+    s = Settings.load()
+    assert s.mongo.uri.get_secret_value().startswith("mongodb://127.0.0.1:27017")
+    assert (s.stomp.host, s.stomp.port) == ("127.0.0.1", 61613)
+    assert s.expo.base_url == "http://127.0.0.1:8765"
+    assert s.expo.rate_per_second == 600
+    assert list(s.categories) == ["meal", "mood", "activity", "safety", "reminders", "medication"]
+    assert s.queue("meal") == "/queue/tzpush.meal"
+
+
+def test_the_fixed_env_names_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {
+        "TZPUSH_MONGO__URI": "mongodb://db.example:27017/?replicaSet=rs0",
+        "TZPUSH_MONGO__DATABASE": "prod",
+        "TZPUSH_STOMP__HOST": "mq.example",
+        "TZPUSH_STOMP__PORT": "61614",
+        "TZPUSH_STOMP__QUEUE_PREFIX": "push",
+        "TZPUSH_EXPO__BASE_URL": "https://exp.host",
+        "TZPUSH_EXPO__ACCESS_TOKEN": "sekrit",
+        "TZPUSH_EXPO__RATE_PER_SECOND": "300",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    s = Settings.load()
+    assert s.mongo.database == "prod" and s.stomp.port == 61614
+    assert s.queue("mood") == "/queue/push.mood"
+    assert s.expo.access_token is not None and s.expo.access_token.get_secret_value() == "sekrit"
+    assert s.expo.rate_per_second == 300
+
+
+def test_dotenv_file_works(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        'TZPUSH_STOMP__PORT=61700\nTZPUSH_CATEGORIES={"pill": {"grace_seconds": 60}}\n'
+    )
+    s = Settings.load()
+    assert s.stomp.port == 61700
+    assert list(s.categories) == ["pill"] and s.grace_seconds("pill") == 60
+
+
+def test_bad_settings_give_one_line_per_problem_and_hide_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZPUSH_STOMP__PORT", "seventy")
+    monkeypatch.setenv("TZPUSH_EXPO__BASE_URL", "exp.host")
+    monkeypatch.setenv("TZPUSH_MONGO__URI", "postgres://user:hunter2@db")
+    monkeypatch.setenv("TZPUSH_CATEGORIES", '{"Bad Name": {"grace_seconds": 5}}')
+    with pytest.raises(SettingsError) as exc:
+        Settings.load()
+    text = str(exc.value)
+    lines = text.splitlines()[1:]
+    assert len(lines) == 4
+    assert any(line.strip().startswith("TZPUSH_STOMP__PORT:") for line in lines)
+    assert any(line.strip().startswith("TZPUSH_EXPO__BASE_URL:") for line in lines)
+    assert any(line.strip().startswith("TZPUSH_MONGO__URI:") for line in lines)
+    assert any(line.strip().startswith("TZPUSH_CATEGORIES:") for line in lines)
+    assert "hunter2" not in text
+
+
+def test_unknown_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZPUSH_EXPO__RATE", "5")
+    with pytest.raises(SettingsError, match="TZPUSH_EXPO__RATE: unknown setting"):
+        Settings.load()
+
+
+def test_cli_prints_settings_errors_and_exits_2(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "TZPUSH_STOMP__PORT": "0",
+        "TZPUSH_EXPO__ACCESS_TOKEN": "tok-123",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "services", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "TZPUSH_STOMP__PORT" in proc.stderr
+    assert "tok-123" not in proc.stderr + proc.stdout
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [env for env, _, _ in rows() if f"`{env}`" not in readme]
+    assert missing == []
