@@ -145,11 +145,18 @@ def _weekday_set(weekdays: Collection[int]) -> frozenset[int]:
     raise LocalTimeError("weekdays is empty: the reminder would never fire")
 
 
+def _since_epoch(value: dt.datetime, name: str) -> dt.timedelta:
+    """Exact time since the epoch of an aware datetime (UTC, the usual case, checked first)."""
+    if not isinstance(value, dt.datetime) or (
+        value.tzinfo is not dt.UTC and value.utcoffset() is None
+    ):
+        raise LocalTimeError(f"{name} must be a timezone-aware datetime, got {value!r}")
+    return value - _EPOCH
+
+
 def _epoch_micros(value: dt.datetime, name: str) -> int:
     """Exact microseconds since the epoch, so comparisons with sends are integer comparisons."""
-    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
-        raise LocalTimeError(f"{name} must be a timezone-aware datetime, got {value!r}")
-    return (value - _EPOCH) // _ONE_MICRO
+    return _since_epoch(value, name) // _ONE_MICRO
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -251,10 +258,11 @@ def next_occurrence(
     integer arithmetic.
     """
     minute, off, days = _checked_rule(local_time, tz, offset_minutes, weekdays)
-    after_us = _epoch_micros(after, "after")
+    since = _since_epoch(after, "after")
     # Search before the offset: the send r + off > after  <=>  r > floor(after) - off, because
-    # sends are whole seconds.
-    floor_s = after_us // _US - off
+    # sends are whole seconds (timedelta keeps its microseconds non-negative: days*DAY+seconds
+    # is the floor).
+    floor_s = since.days * _DAY + since.seconds - off
     steady = _steady_offset(tz, floor_s // _DAY + _EPOCH_ORD)
     if steady is None:
         ordinal, r = _next_general(tz, minute, floor_s, days)

@@ -276,6 +276,21 @@ def test_naive_datetimes_are_refused() -> None:
     with pytest.raises(LocalTimeError, match="after must be"):
         next_occurrence(dt.time(9), "UTC", dt.date(2026, 1, 1))  # type: ignore[arg-type]
 
+    class Unknown(dt.tzinfo):  # a tzinfo without an offset makes a naive datetime
+        def utcoffset(self, _: dt.datetime | None) -> None:
+            return None
+
+    with pytest.raises(LocalTimeError, match="after must be a timezone-aware"):
+        next_occurrence(dt.time(9), "UTC", dt.datetime(2026, 1, 1, tzinfo=Unknown()))
+
+
+def test_before_the_epoch_with_microseconds() -> None:
+    # Sub-second instants before 1970 floor correctly (negative timedelta days).
+    send = utc(1969, 6, 1, 13, 0)  # 09:00 EDT
+    micro = dt.timedelta(microseconds=1)
+    assert first_after("09:00", "America/New_York", send - micro).at == send
+    assert first_after("09:00", "America/New_York", send).at == utc(1969, 6, 2, 13, 0)
+
 
 @pytest.mark.parametrize("offset", [1441, -1441, 10**6, True, 5.0, "5", None])
 def test_bad_offset_is_refused(offset: object) -> None:
