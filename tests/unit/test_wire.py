@@ -50,12 +50,13 @@ def test_encoding_is_compact_json_without_empty_fields() -> None:
         (b'{"v": 1, "id": "w", "category": "meal", "planned_ms": 1, "items": []}', "non-empty"),
         (b'{"v": 1, "category": "meal", "planned_ms": 1, "items": [{"id": "x"}]}', "bad field"),
         (
-            b'{"v": 1, "id": "w", "category": "meal", "planned_ms": 1, "items": [{"id": "x", "evil": 1}]}',
+            b'{"v": 1, "id": "w", "category": "meal", "planned_ms": 1, '
+            b'"items": [{"id": "x", "evil": 1}]}',
             "bad item",
         ),
         (
-            b'{"v": 1, "id": "w", "category": "meal", "items": [{"id": "x", "due_ms": 1, "user": "u", '
-            b'"reminder": "r", "version": 1, "token_id": "t", "to": "x"}]}',
+            b'{"v": 1, "id": "w", "category": "meal", "items": [{"id": "x", "due_ms": 1, '
+            b'"user": "u", "reminder": "r", "version": 1, "token_id": "t", "to": "x"}]}',
             "missing field 'planned_ms'",
         ),
         (b"\xff\xfe", "not JSON"),
