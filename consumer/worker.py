@@ -241,7 +241,9 @@ class Consumer:
             metrics.CLAIMS.labels(w.category, "skipped").inc(len(items) - len(mine))
             with batch.lock:
                 batch.open = {i.id for i in mine}
-            ends, keep = self._judge(w, mine, now, self._changed_since(w.planned_ms))
+            ends, keep = self._judge(
+                w, mine, now, self._changed_since(w.planned_ms), reserve_caps=False
+            )
         self._finish(key, batch, ends)
         groups: dict[int, list[Item]] = defaultdict(list)
         for it in keep:
@@ -260,9 +262,19 @@ class Consumer:
         return intent.changed_users(self.db, dt.datetime.fromtimestamp(planned_ms / 1000, dt.UTC))
 
     def _judge(
-        self, w: WakeUp, items: list[Item], now: dt.datetime, changed: set[str]
+        self,
+        w: WakeUp,
+        items: list[Item],
+        now: dt.datetime,
+        changed: set[str],
+        *,
+        reserve_caps: bool = True,
     ) -> tuple[list[tuple[Item, str, str]], list[Item]]:
-        """Split items into (terminal decisions, items to send)."""
+        """Split items into (terminal decisions, items to send).
+
+        The daily cap is reserved only with ``reserve_caps`` (the final check just before
+        sending): reserving at preparation too would count each message twice.
+        """
         grace = dt.timedelta(seconds=self.settings.grace_seconds(w.category))
         ends: list[tuple[Item, str, str]] = []
         keep: list[Item] = []
@@ -293,7 +305,7 @@ class Consumer:
                 ends.append((it, "cancelled", reason))
             else:
                 keep.append(it)
-        if any(caps.get(i.id) for i in keep):
+        if reserve_caps and any(caps.get(i.id) for i in keep):
             over = intent.daily_cap_reasons(self.db, keep, caps)
             ends += [(i, "cancelled", over[i.id]) for i in keep if i.id in over]
             keep = [i for i in keep if i.id not in over]
