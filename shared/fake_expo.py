@@ -22,6 +22,10 @@ Behaviour chosen where Expo leaves room (each is what the notes document):
 
 Tokens containing ``dead-ticket`` are DeviceNotRegistered at ticket time, tokens containing
 ``dead-receipt`` at receipt time (plus the explicit sets), so a demo can seed a dead device.
+``ticket_errors`` scripts per-push error tickets: ``{token: [code, ...]}`` gives the next pushes
+to ``token`` an error ticket with those codes in order (``"ok"`` = a normal ticket), then normal
+tickets again; e.g. ``MessageRateExceeded`` for errors that are neither a dead device nor a
+whole-request failure.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ _CONFIG_KEYS = (
     "receipt_delay_s",
     "dead_at_ticket",
     "dead_at_receipt",
+    "ticket_errors",
     "access_token",
 )
 
@@ -117,6 +122,7 @@ class FakeExpo:
         latency_ms: float = 0.0,
         dead_at_ticket: Iterable[str] = (),
         dead_at_receipt: Iterable[str] = (),
+        ticket_errors: dict[str, list[str]] | None = None,
         seed: int | None = None,
         max_records: int = 200_000,
         verbose: bool = False,
@@ -129,6 +135,9 @@ class FakeExpo:
         self.latency_ms = float(latency_ms)
         self.dead_at_ticket: set[str] = set(dead_at_ticket)
         self.dead_at_receipt: set[str] = set(dead_at_receipt)
+        self.ticket_errors: dict[str, list[str]] = {
+            k: list(v) for k, v in (ticket_errors or {}).items()
+        }
         self.verbose = verbose
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
@@ -165,6 +174,7 @@ class FakeExpo:
             "receipt_delay_s": self.receipt_delay_s,
             "dead_at_ticket": sorted(self.dead_at_ticket),
             "dead_at_receipt": sorted(self.dead_at_receipt),
+            "ticket_errors": {k: list(v) for k, v in self.ticket_errors.items()},
             "access_token_set": self.access_token is not None,
         }
 
@@ -186,12 +196,26 @@ class FakeExpo:
                 and all(isinstance(t, str) for t in changes[key])
             ):
                 raise ValueError(f"{key} must be a list of token strings")
+        if "ticket_errors" in changes:
+            scripts = changes["ticket_errors"]
+            if not (
+                isinstance(scripts, dict)
+                and all(
+                    isinstance(k, str)
+                    and isinstance(v, list)
+                    and all(isinstance(c, str) and c for c in v)
+                    for k, v in scripts.items()
+                )
+            ):
+                raise ValueError("ticket_errors must map token strings to lists of error codes")
         token = changes.get("access_token")
         if token is not None and not (isinstance(token, str) and token):
             raise ValueError("access_token must be a non-empty string or null")
         for key, value in changes.items():
             if key in ("dead_at_ticket", "dead_at_receipt"):
                 value = set(value)
+            elif key == "ticket_errors":
+                value = {k: list(v) for k, v in value.items()}
             elif key in ("error_rate", "latency_ms", "receipt_delay_s"):
                 value = float(value)
             setattr(self, key, value)
@@ -312,8 +336,11 @@ class FakeExpo:
             too_big = payload_size(msg) > MAX_PAYLOAD_BYTES
             for token in to if isinstance(to, list) else [to]:
                 dead = token in dead_ticket or DEAD_AT_TICKET_MARK in token
+                scripted = self._scripted_error(token)
                 if dead or not is_expo_token(token):
                     error, text = "DeviceNotRegistered", "is not a registered push notification"
+                elif scripted:
+                    error, text = scripted, f"got the error {scripted} scripted for its token"
                 elif too_big:
                     error, text = "MessageTooBig", f"payload exceeds {MAX_PAYLOAD_BYTES} bytes"
                 else:
@@ -357,6 +384,17 @@ class FakeExpo:
             for error, n in errors.items():
                 self._stats[f"ticket_errors:{error}"] += n
         return tickets
+
+    def _scripted_error(self, token: str) -> str | None:
+        """The next scripted ticket error for ``token`` (None: a normal ticket)."""
+        with self._lock:
+            script = self.ticket_errors.get(token)
+            if not script:
+                return None
+            code = script.pop(0)
+            if not script:
+                del self.ticket_errors[token]
+        return None if code == "ok" else code
 
     def handle_receipts(self, payload: Any) -> Reply:
         """``POST /push/getReceipts``: receipts whose delay has passed; others are absent."""
