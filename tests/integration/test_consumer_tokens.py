@@ -1,0 +1,91 @@
+"""Issue 5: token hygiene at send time (receipt-time hygiene is in test_receipts.py).
+
+- DeviceNotRegistered in a ticket deactivates the token at once, and a message already planned
+  and armed for that token is cancelled, not sent.
+- Three consecutive per-message failures deactivate the token; a success resets the count.
+  The failures are ``MessageRateExceeded`` error tickets scripted in the fake: an error about
+  the device that is neither DeviceNotRegistered nor a whole-request failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from shared import db as dbm
+from tests.integration.consumer_support import in_seconds
+from tests.integration.harness import World, wait_for
+
+RATE = "MessageRateExceeded"
+
+
+def _series(world: World, uid: str, n: int, first: dt.datetime, step_s: float) -> list[str]:
+    """``n`` messages to ``uid``'s token, ``step_s`` apart (one reminder per label)."""
+    p = world.planner()
+    ids = []
+    for k in range(n):
+        due = first + dt.timedelta(seconds=k * step_s)
+        ids += [d["_id"] for d in world.due_messages([uid], due, label=f"l{k}", planner=p)]
+    return ids
+
+
+def test_device_not_registered_at_ticket_deactivates_and_blocks_later_push(world):
+    m = world.manager()
+    dead = world.user("dead", manager=m)
+    world.user("alive", manager=m)
+    world.fake.configure(dead_at_ticket=[dead["token"]])
+    first = in_seconds(3)
+    now_ids = world.due_messages(["dead", "alive"], first, label="now", planner=m.planner)
+    # Planned and armed before the token died: its snapshot still names the token.
+    later = world.due_messages(
+        ["dead", "alive"], first + dt.timedelta(seconds=2), label="later", planner=m.planner
+    )
+    ids = [d["_id"] for d in now_ids + later]
+    by_user = {(d["userId"], d["label"]): d["_id"] for d in now_ids + later}
+    world.start_consumer()
+    wait_for(lambda: world.all_terminal(ids), 20, what="all terminal")
+
+    assert world.message(by_user["dead", "now"])["status"] == "failed"
+    assert world.message(by_user["dead", "now"])["error"] == "DeviceNotRegistered"
+    tok = world.db[dbm.TOKENS].find_one({"_id": dead["_id"]})
+    assert tok["isActive"] is False
+    assert tok["deactivationReason"] == "DeviceNotRegistered"
+    blocked = world.message(by_user["dead", "later"])
+    assert blocked["status"] == "cancelled"
+    assert blocked["reason"] == "token no longer active (DeviceNotRegistered)"
+    assert world.fake.stats()["ticket_errors"] == {"DeviceNotRegistered": 1}  # one try, no more
+    assert world.pushes_to(dead["token"]) == []
+    assert len(world.pushes_to("ExponentPushToken[alive]")) == 2
+
+
+def test_three_consecutive_failures_deactivate_the_token(world):
+    tok = world.user("flaky")
+    world.fake.configure(ticket_errors={tok["token"]: [RATE, RATE, RATE]})
+    ids = _series(world, "flaky", 4, in_seconds(3), 1.0)
+    world.start_consumer()
+    wait_for(lambda: world.all_terminal(ids), 20, what="all terminal")
+
+    st = world.statuses(ids)
+    assert [st[i] for i in ids] == ["failed", "failed", "failed", "cancelled"]
+    assert {world.message(i)["error"] for i in ids[:3]} == {RATE}
+    doc = world.db[dbm.TOKENS].find_one({"_id": tok["_id"]})
+    assert doc["isActive"] is False
+    assert doc["failureCount"] == 3
+    assert doc["deactivationReason"] == f"3 consecutive failures (last: {RATE})"
+    assert world.message(ids[3])["reason"].startswith("token no longer active (3 consecutive")
+    assert world.fake.stats()["ticket_errors"] == {RATE: 3}
+    assert world.pushes_to(tok["token"]) == []
+
+
+def test_a_success_resets_the_failure_count(world):
+    tok = world.user("wobbly")
+    world.fake.configure(ticket_errors={tok["token"]: [RATE, RATE, "ok", RATE, RATE]})
+    ids = _series(world, "wobbly", 5, in_seconds(3), 1.0)
+    world.start_consumer()
+    wait_for(lambda: world.all_terminal(ids), 25, what="all terminal")
+
+    st = world.statuses(ids)
+    assert [st[i] for i in ids] == ["failed", "failed", "success", "failed", "failed"]
+    doc = world.db[dbm.TOKENS].find_one({"_id": tok["_id"]})
+    assert doc["isActive"] is True  # 2 + reset + 2, never 3 in a row
+    assert doc["failureCount"] == 2
+    assert len(world.pushes_to(tok["token"])) == 1
