@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from creator.service import open_manager, open_planner, run_service
@@ -254,10 +255,10 @@ def cmd_tokens_list(args: argparse.Namespace, settings: Settings) -> int:
         t.add_row(
             r["_id"],
             r["deviceId"],
-            r["token"],
+            escape(r["token"]),  # "ExponentPushToken[...]" is not rich markup
             str(r["isActive"]),
             str(r.get("failureCount", 0)),
-            r.get("deactivationReason") or "",
+            escape(r.get("deactivationReason") or ""),
         )
     Console().print(t)
     return 0

@@ -1,0 +1,311 @@
+"""``tzpush demo`` (``make run``): the whole pipeline on the local stack, watched live.
+
+Starts what is missing (ActiveMQ + SecantusDB via ``LocalStack``, stopping at the end only what
+it started), an in-process Expo fake with one dead device, and the creator, a consumer and the
+receipts poller as threads of this process (threads stop cleanly on Ctrl-C). Seeds ~20 users in
+8 zones (Tashkent, Berlin, New York, Sydney, Kathmandu at +5:45, Chatham at +12:45/+13:45...)
+with reminders at the local minute that falls 1 to 3 minutes from now, then changes two users'
+minds after planning so cancellations show up with their reasons. Works in its own database
+(``tzpush_demo``, wiped at start) and its own queue prefix, so it never touches real data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pymongo.database import Database
+from rich.console import Console
+from rich.live import Live
+
+from shared import db as dbm
+from shared.demo_view import PlainLog, Snapshot, render, take
+from shared.fake_expo import DEAD_AT_RECEIPT_MARK, FakeExpo
+from shared.services import SERVICES, LocalStack, PortTakenError, ensure_installed
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ZONES = (
+    "Asia/Tashkent",
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Sydney",
+    "Asia/Kathmandu",
+    "Pacific/Chatham",
+    "America/Los_Angeles",
+    "Asia/Tokyo",
+)
+PLAN = (  # (category, label, title) per reminder, cycled over users
+    ("meal", "lunch", "Time for lunch"),
+    ("medication", "pill", "Take your pill"),
+    ("mood", "check-in", "How are you feeling?"),
+    ("activity", "walk", "A short walk?"),
+    ("safety", "check", "Safety check"),
+)
+DEAD_USER = "u07"
+DISABLES_CATEGORY = "u03"  # turns off its reminder's category after planning
+REMOVES_REMINDER = "u05"  # removes its reminder after planning
+
+
+@dataclass
+class DemoOptions:
+    duration: float | None = None  # seconds; None = until Ctrl-C (or --until-done)
+    database: str = "tzpush_demo"
+    fake_port: int | None = None  # None = settings.local.fake_expo_port; 0 = any free port
+    users: int = 20
+    minutes: int = 3  # reminders fall on this many consecutive whole minutes
+    min_lead_s: float = 40.0  # the first is at least this far ahead (planning + lead)
+    until_done: bool = False  # stop once nothing is pending and every receipt is checked
+    services: bool = True  # start the local stack if it is not running
+    live: bool | None = None  # None = a live view on a TTY, plain lines otherwise
+    summary_json: str | None = None
+
+
+def demo_settings(settings: Settings, opts: DemoOptions) -> Settings:
+    """The demo's own database and queue prefix, fast receipts, a pass every 30 s, 15 min ahead."""
+    return settings.model_copy(
+        update={
+            "mongo": settings.mongo.model_copy(update={"database": opts.database}),
+            "stomp": settings.stomp.model_copy(
+                update={"queue_prefix": f"tzpush-demo-{uuid.uuid4().hex[:6]}"}
+            ),
+            # A short horizon: later passes must not plan tomorrow's occurrences into the view.
+            "creator": settings.creator.model_copy(
+                update={"interval_seconds": 30, "horizon_hours": 0.25}
+            ),
+            "consumer": settings.consumer.model_copy(
+                update={"receipts_delay_s": 10.0, "receipts_interval_s": 2.0}
+            ),
+        }
+    )
+
+
+def due_minutes(now: dt.datetime, opts: DemoOptions) -> list[dt.datetime]:
+    """Whole UTC minutes, the first at least ``min_lead_s`` ahead (every zone's minute is one)."""
+    first = (now + dt.timedelta(seconds=opts.min_lead_s + 59.999)).replace(second=0, microsecond=0)
+    return [first + dt.timedelta(minutes=k) for k in range(opts.minutes)]
+
+
+def seed(manager: Any, dues: list[dt.datetime], n_users: int) -> list[str]:
+    """Users, one token each (one dead device), one or two reminders at a due local minute."""
+    reminder_ids = []
+    for i in range(n_users):
+        uid, zone = f"u{i:02d}", ZONES[i % len(ZONES)]
+        manager.upsert_user(uid, timezone=zone)
+        mark = f"{DEAD_AT_RECEIPT_MARK}-" if uid == DEAD_USER else ""
+        manager.register_token(uid, device=f"phone-{uid}", token=f"ExponentPushToken[{mark}{uid}]")
+        for k in range(1 + (i % 4 == 0)):
+            cat, label, title = PLAN[(i + k) % len(PLAN)]
+            due = dues[(i + k) % len(dues)]
+            at = due.astimezone(ZoneInfo(zone))
+            r = manager.add_reminder(
+                uid, category=cat, label=label, at=at.strftime("%H:%M"), title=title
+            )
+            reminder_ids.append(r["_id"])
+    return reminder_ids
+
+
+def _start_stack(settings: Settings, console: Console) -> tuple[LocalStack, list[str]]:
+    stack = LocalStack.from_settings(settings)
+    ensure_installed(stack.config)
+    started = []
+    for name in SERVICES:
+        try:
+            if stack.start(name):
+                started.append(name)
+        except PortTakenError:
+            if not stack.ready(name):
+                raise
+            host, port = stack.address(name)
+            console.print(f"using the {name} already listening on {host}:{port}")
+    return stack, started
+
+
+def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
+    """Run the demo; returns (and prints) the summary."""
+    from consumer.expo_client import ExpoSender
+    from consumer.receipts import ReceiptPoller
+    from consumer.worker import Consumer
+    from creator.manage import Manager
+    from creator.planner import Planner
+    from shared import metrics
+    from shared.broker import StompClient
+
+    console = Console()
+    live = console.is_terminal if opts.live is None else opts.live
+    settings = demo_settings(base, opts)
+    stack, started = _start_stack(settings, console) if opts.services else (None, [])
+    port = settings.local.fake_expo_port if opts.fake_port is None else opts.fake_port
+    try:
+        fake = FakeExpo("127.0.0.1", port, receipt_delay_s=3.0, rate_per_second=600).start()
+    except OSError as exc:
+        console.print(f"fake Expo port {port} unavailable ({exc}); using a free port")
+        fake = FakeExpo("127.0.0.1", 0, receipt_delay_s=3.0, rate_per_second=600).start()
+    settings = settings.model_copy(
+        update={"expo": settings.expo.model_copy(update={"base_url": fake.url})}
+    )
+    database = dbm.connect(settings.mongo)
+    database.client.drop_database(opts.database)
+    dbm.ensure_indexes(database)
+    broker = StompClient(settings).connect()
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
+    consumer = Consumer(settings, database, sender, consumer_id="demo-consumer")
+    try:
+        planner = Planner(database, broker, settings)
+        manager = Manager(database, planner, settings)
+        dues = due_minutes(planner.clock(), opts)
+        reminder_ids = seed(manager, dues, opts.users)
+        report = planner.run_pass()
+        console.print(f"fake Expo at {fake.url}; database {opts.database!r}; {report.summary()}")
+        # Changes of mind after planning: both show up as cancellations with their reasons.
+        r3 = database[dbm.REMINDERS].find_one({"userId": DISABLES_CATEGORY}) or {}
+        manager.upsert_user(DISABLES_CATEGORY, categories={r3.get("category", "meal"): False})
+        r5 = database[dbm.REMINDERS].find_one({"userId": REMOVES_REMINDER}) or {}
+        if r5:
+            manager.remove_reminder(r5["_id"])
+
+        def creator_loop() -> None:
+            while not stop.wait(settings.creator.interval_seconds):
+                try:
+                    if not broker.connected:  # as the creator service does before each pass
+                        broker.connect()
+                    planner.run_pass()
+                except Exception:
+                    log.exception("demo planning pass failed")
+
+        receipts = ReceiptPoller(settings, database, sender)
+        for target, name in (
+            (consumer.run, "demo-consumer"),
+            (lambda: receipts.run(stop), "demo-receipts"),
+            (creator_loop, "demo-creator"),
+        ):
+            threads.append(threading.Thread(target=target, name=name, daemon=True))
+            threads[-1].start()
+        _watch(database, fake, opts, live, console, f"tzpush demo: {len(reminder_ids)} reminders")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        snap = take(database, fake)
+        consumer.stop()
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        sender.close()
+        broker.close()
+        fake.stop()
+        database.client.close()
+        if stack is not None:
+            for name in reversed(started):
+                stack.stop(name)
+    summary = snap.summary()
+    summary["stopped_services"] = started
+    _print_summary(console, summary)
+    if opts.summary_json:
+        with open(opts.summary_json, "w") as fh:
+            json.dump(summary, fh, indent=2, default=str)
+    return summary
+
+
+def _watch(
+    db: Database[dict[str, Any]],
+    fake: FakeExpo,
+    opts: DemoOptions,
+    live: bool,
+    console: Console,
+    title: str,
+) -> None:
+    """Poll every 0.5 s and show; return at the deadline or when everything has ended."""
+    deadline = time.monotonic() + opts.duration if opts.duration else None
+    plain = PlainLog(console)
+
+    def done(snap: Snapshot) -> bool:
+        if deadline is not None and time.monotonic() >= deadline:
+            return True
+        busy = {"pending", "replaying"} & set(snap.counts)
+        unchecked = any((m.get("receipt") or {}).get("state") == "pending" for m in snap.messages)
+        return opts.until_done and bool(snap.pushes) and not busy and not unchecked
+
+    if live:
+        with Live(render(take(db, fake), title), console=console, refresh_per_second=4) as view:
+            while True:
+                snap = take(db, fake)
+                view.update(render(snap, title))
+                if done(snap):
+                    return
+                time.sleep(0.5)
+    while True:
+        snap = take(db, fake)
+        plain.update(snap)
+        if done(snap):
+            return
+        time.sleep(0.5)
+
+
+def _print_summary(console: Console, s: dict[str, Any]) -> None:
+    lat = s["lateness_ms"]
+    console.print(
+        "summary: "
+        + ", ".join(f"{k} {v}" for k, v in s["messages"].items())
+        + f"; {len(s['deliveries'])} pushes received by the fake, lateness p50 {lat['p50']} ms,"
+        f" max {lat['max']} ms; {len(s['deactivated'])} token(s) deactivated",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    for e in s["ended"]:
+        line = f"  {e['status']} {e['user']}: {e['reason']}"
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if s["stopped_services"]:
+        console.print("stopped what the demo started: " + ", ".join(s["stopped_services"]))
+
+
+def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("demo", help="the whole pipeline on the local stack, watched live")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--until-done", action="store_true", help="stop when everything has ended")
+    p.add_argument("--database", default="tzpush_demo", help="demo database (wiped at start)")
+    p.add_argument("--fake-port", type=int, help="Expo fake port (default local.fake_expo_port)")
+    p.add_argument("--users", type=int, default=20)
+    p.add_argument("--minutes", type=int, default=3, help="reminders spread over N minutes")
+    p.add_argument("--min-lead", type=float, default=40.0, help="first due at least N s ahead")
+    p.add_argument("--no-services", action="store_true", help="use an already running stack")
+    p.add_argument("--plain", action="store_true", help="log lines instead of the live view")
+    p.add_argument("--summary-json", help="also write the summary to this file")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    import signal
+
+    from shared import logs
+
+    def _interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the demo as Ctrl-C does: cleanly, with a summary
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    logs.setup("WARNING", False)
+    opts = DemoOptions(
+        duration=args.duration,
+        database=args.database,
+        fake_port=args.fake_port,
+        users=args.users,
+        minutes=max(1, args.minutes),
+        min_lead_s=args.min_lead,
+        until_done=args.until_done,
+        services=not args.no_services,
+        live=False if args.plain else None,
+        summary_json=args.summary_json,
+    )
+    run_demo(settings, opts)
+    return 0

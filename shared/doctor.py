@@ -1,0 +1,238 @@
+"""``tzpush doctor``: check every setting and connection, and say what to fix.
+
+Each check answers one question an operator would otherwise debug by hand: are the settings
+consistent, is the database reachable with every index, is the broker reachable *and does it
+really delay scheduled messages* (without ``schedulerSupport`` ActiveMQ silently delivers
+``AMQ_SCHEDULED_DELAY`` messages at once, so every push would go out early), is Expo reachable
+and does it accept the access token. A failed check names the setting or file to change.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import requests
+
+from shared import db as dbm
+from shared.broker import Frame, StompClient
+from shared.errors import TzpushError
+from shared.settings import Settings
+
+PROBE_DELAY_MS = 1500
+TOO_EARLY_S = 1.2
+PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def check_settings(settings: Settings) -> list[Check]:
+    """Settings that load but cannot work together."""
+    out: list[Check] = []
+    c = settings.creator
+    for name, cat in settings.categories.items():
+        if cat.grace_seconds <= c.lead_seconds:
+            out.append(
+                Check(
+                    f"category {name}",
+                    "fail",
+                    f"grace {cat.grace_seconds} s <= creator lead {c.lead_seconds:g} s",
+                    f"raise TZPUSH_CATEGORIES grace of {name} above TZPUSH_CREATOR__LEAD_SECONDS",
+                )
+            )
+    if not out:
+        graces = ", ".join(f"{k} {v.grace_seconds}s" for k, v in settings.categories.items())
+        out.append(Check("categories", "ok", f"grace > lead {c.lead_seconds:g} s: {graces}"))
+    if c.interval_seconds >= c.horizon_hours * 3600:
+        out.append(
+            Check(
+                "creator",
+                "fail",
+                f"pass every {c.interval_seconds} s but plans only {c.horizon_hours:g} h ahead",
+                "lower TZPUSH_CREATOR__INTERVAL_SECONDS or raise TZPUSH_CREATOR__HORIZON_HOURS",
+            )
+        )
+    r = settings.consumer
+    if r.receipts_delay_s >= r.receipts_give_up_s:
+        out.append(
+            Check(
+                "receipts",
+                "fail",
+                f"poll after {r.receipts_delay_s:g} s but give up after {r.receipts_give_up_s:g} s",
+                "TZPUSH_CONSUMER__RECEIPTS_DELAY_S must be below RECEIPTS_GIVE_UP_S",
+            )
+        )
+    if "exp.host" in settings.expo.base_url and settings.expo.rate_per_second > 600:
+        out.append(
+            Check(
+                "expo rate",
+                "warn",
+                f"{settings.expo.rate_per_second:g}/s per sender exceeds Expo's 600/s",
+                "set TZPUSH_EXPO__RATE_PER_SECOND to 600 / number of senders",
+            )
+        )
+    return out
+
+
+def check_database(settings: Settings, fix_indexes: bool = False) -> list[Check]:
+    mongo = settings.mongo.model_copy(update={"timeout_ms": min(settings.mongo.timeout_ms, 3000)})
+    database = dbm.connect(mongo)
+    try:
+        database.client.admin.command("ping")
+    except Exception as exc:
+        return [
+            Check(
+                "database",
+                "fail",
+                f"unreachable: {str(exc)[:160]}",
+                "start it (`tzpush services up`) or fix TZPUSH_MONGO__URI",
+            )
+        ]
+    try:
+        out = [Check("database", "ok", f"reachable, database {settings.mongo.database!r}")]
+        missing = dbm.missing_indexes(database)
+        if missing and fix_indexes:
+            dbm.ensure_indexes(database)
+            out.append(Check("indexes", "ok", f"created {len(missing)}: {', '.join(missing)}"))
+        elif missing:
+            out.append(
+                Check(
+                    "indexes",
+                    "fail",
+                    f"missing: {', '.join(missing)}",
+                    "run `tzpush doctor --fix-indexes` (or start the creator once)",
+                )
+            )
+        else:
+            out.append(Check("indexes", "ok", f"all {sum(map(len, dbm.index_plan().values()))}"))
+        return out
+    finally:
+        database.client.close()
+
+
+def check_broker(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> list[Check]:
+    """Connect, then prove scheduled delivery: a 1.5 s delayed probe must not arrive early."""
+    s = settings.stomp
+    inbox: queue.Queue[Frame] = queue.Queue()
+    client = StompClient(settings, inbox=inbox)
+    try:
+        client.connect()
+    except TzpushError as exc:
+        return [
+            Check(
+                "broker",
+                "fail",
+                str(exc)[:200],
+                "start it (`tzpush services up`) or fix TZPUSH_STOMP__HOST/PORT/LOGIN/PASSCODE",
+            )
+        ]
+    try:
+        out = [Check("broker", "ok", f"STOMP CONNECTED at {s.host}:{s.port}")]
+        dest = f"/queue/{s.queue_prefix}.doctor.{uuid.uuid4().hex[:12]}"
+        client.subscribe(dest, prefetch=1)
+        sent = time.monotonic()
+        client.send(dest, b'{"probe": true}', delay_ms=PROBE_DELAY_MS, receipt=True)
+        try:
+            frame = inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            out.append(
+                Check(
+                    "scheduled delivery",
+                    "fail",
+                    f"a {PROBE_DELAY_MS} ms delayed probe did not arrive within {timeout_s:g} s",
+                    "check the broker log (scheduler store full? jobSchedulerUsage limit)",
+                )
+            )
+            return out
+        took = time.monotonic() - sent
+        client.ack(frame)
+        if took < TOO_EARLY_S:
+            out.append(
+                Check(
+                    "scheduled delivery",
+                    "fail",
+                    f"a {PROBE_DELAY_MS} ms delayed probe arrived after {took:.2f} s: "
+                    "AMQ_SCHEDULED_DELAY is ignored (schedulerSupport is off)",
+                    'set schedulerSupport="true" on <broker> in activemq.xml and restart it',
+                )
+            )
+        else:
+            out.append(
+                Check("scheduled delivery", "ok", f"{PROBE_DELAY_MS} ms probe after {took:.2f} s")
+            )
+        return out
+    finally:
+        client.close()
+
+
+def check_expo(settings: Settings) -> list[Check]:
+    """POST getReceipts for a nonsense id with the configured Bearer: 200 = reachable + accepted."""
+    url = f"{settings.expo.base_url}/--/api/v2/push/getReceipts"
+    headers = {"accept": "application/json", "content-type": "application/json"}
+    if settings.expo.access_token is not None:
+        headers["Authorization"] = f"Bearer {settings.expo.access_token.get_secret_value()}"
+    try:
+        resp = requests.post(
+            url,
+            json={"ids": ["00000000-0000-0000-0000-000000000000"]},
+            headers=headers,
+            timeout=min(settings.expo.timeout_s, 10.0),
+        )
+    except requests.RequestException as exc:
+        return [
+            Check(
+                "expo",
+                "fail",
+                f"unreachable: {type(exc).__name__}",
+                f"fix TZPUSH_EXPO__BASE_URL ({settings.expo.base_url}) or start the fake",
+            )
+        ]
+    if resp.status_code == 401:
+        return [
+            Check(
+                "expo",
+                "fail",
+                f"{settings.expo.base_url} rejected the access token (401)",
+                "set TZPUSH_EXPO__ACCESS_TOKEN to a valid token of this project",
+            )
+        ]
+    if resp.status_code >= 400:
+        return [Check("expo", "fail", f"HTTP {resp.status_code}: {resp.text[:160]}", "")]
+    auth = "token accepted" if settings.expo.access_token else "no access token configured"
+    return [Check("expo", "ok", f"{settings.expo.base_url} answered 200 ({auth})")]
+
+
+def run_checks(settings: Settings, *, fix_indexes: bool = False) -> list[Check]:
+    steps: list[Callable[[], list[Check]]] = [
+        lambda: check_settings(settings),
+        lambda: check_database(settings, fix_indexes),
+        lambda: check_broker(settings),
+        lambda: check_expo(settings),
+    ]
+    out: list[Check] = []
+    for step in steps:
+        out += step()
+    return out
+
+
+def render(checks: list[Check]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    colour = {"ok": "green", "warn": "yellow", "fail": "red"}
+    t = Table(title="tzpush doctor")
+    for col in ("check", "result", "detail", "fix"):
+        t.add_column(col, overflow="fold")
+    for c in checks:
+        t.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", Text(c.detail), Text(c.fix))
+    Console().print(t)

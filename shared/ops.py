@@ -1,0 +1,200 @@
+"""Operator commands: ``tzpush stats|replay|rebuild|doctor|messages show|demo``.
+
+Thin wiring: parse options, open connections from settings, call the module that does the work
+(``shared.stats``, ``shared.replay``, ``shared.doctor``, ``shared.demo``) and print. Heavy imports
+happen inside the handlers so ``tzpush --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from shared.errors import InputError, NotFoundError
+from shared.settings import Settings
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
+PROGRESS_ABOVE = 200  # show a progress bar for selections larger than this
+
+
+def parse_instant(raw: str | None) -> dt.datetime | None:
+    """ISO 8601 instant; a naive one is taken as UTC."""
+    if raw is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"{raw!r} is not an ISO 8601 instant (e.g. 2024-05-01T08:00Z)") from None
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _csv(raw: str | None) -> list[str]:
+    return [x.strip() for x in (raw or "").split(",") if x.strip()]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    st = sub.add_parser("stats", help="counts by status/category, reasons, lateness, tokens")
+    st.add_argument("--since", help="only messages due at or after this ISO instant")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=cmd_stats)
+
+    rp = sub.add_parser("replay", help="send is_missed messages again (each at most once)")
+    rp.add_argument("--since", help="due at or after this ISO instant")
+    rp.add_argument("--until", help="due before this ISO instant")
+    rp.add_argument("--category", help="comma-separated categories")
+    rp.add_argument("--user", help="comma-separated user ids")
+    rp.add_argument("--ids", help="comma-separated message ids")
+    rp.add_argument("--dry-run", action="store_true", help="list what would be replayed")
+    rp.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rp.add_argument("--by", default=None, help="who replays (default: the OS user)")
+    rp.add_argument("--reason", default="manual replay", help="recorded on each message")
+    rp.set_defaults(func=cmd_replay)
+
+    rb = sub.add_parser("rebuild", help="re-arm every pending message from the database")
+    rb.set_defaults(func=cmd_rebuild)
+
+    dr = sub.add_parser("doctor", help="check settings, database, broker scheduling, Expo")
+    dr.add_argument("--fix-indexes", action="store_true", help="create missing indexes")
+    dr.set_defaults(func=cmd_doctor)
+
+    ms = sub.add_parser("messages", help="inspect messages").add_subparsers(
+        dest="action", required=True
+    )
+    sh = ms.add_parser("show", help="one message with its send guard and token")
+    sh.add_argument("message_id")
+    sh.set_defaults(func=cmd_messages_show)
+
+    from shared.demo import register_demo
+
+    register_demo(sub)
+
+
+def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    from shared import db as dbm
+    from shared import stats
+
+    database = dbm.connect(settings.mongo)
+    try:
+        data = stats.compute(database, parse_instant(args.since))
+    finally:
+        database.client.close()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        stats.render(data)
+    return 0
+
+
+def _progress(total: int, what: str) -> Any:
+    from rich.progress import Progress
+
+    return Progress(disable=total <= PROGRESS_ABOVE or not sys.stdout.isatty(), transient=False)
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from consumer.expo_client import ExpoSender
+    from shared import db as dbm
+    from shared import metrics
+    from shared.replay import Replayer, Selection, select
+
+    sel = Selection(
+        since=parse_instant(args.since),
+        until=parse_instant(args.until),
+        categories=_csv(args.category),
+        users=_csv(args.user),
+        ids=_csv(args.ids),
+    )
+    database = dbm.connect(settings.mongo)
+    try:
+        docs = select(database, sel)
+        if not docs:
+            print("nothing to replay: no is_missed message matches")
+            return 0
+        if args.dry_run or len(docs) <= 50:
+            # Plain lines, not a table: ids must stay whole for copy and paste into --ids.
+            print(f"{len(docs)} missed message(s) to replay (id, user, category, due, why):")
+            for d in docs[:1000]:
+                due = f"{d['scheduledAt']:%Y-%m-%dT%H:%M:%S}Z"
+                print(f"  {d['_id']}  {d['userId']}  {d['category']}  {due}  {d.get('reason')}")
+            if len(docs) > 1000:
+                print(f"  ... and {len(docs) - 1000} more")
+        if args.dry_run:
+            print(f"dry run: {len(docs)} message(s) would be replayed; nothing changed")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise InputError("not a terminal: pass --yes to replay without confirmation")
+            answer = input(f"replay {len(docs)} message(s) now? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                print("nothing replayed")
+                return 1
+        sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
+        replayer = Replayer(database, settings, sender, args.by or getpass.getuser(), args.reason)
+        try:
+            with _progress(len(docs), "replay") as bar:
+                task = bar.add_task("replaying", total=len(docs))
+                counts = replayer.run(docs, progress=lambda n: bar.advance(task, n))
+        finally:
+            sender.close()
+    finally:
+        database.client.close()
+    print("replayed: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_planner
+    from shared import db as dbm
+
+    with open_planner(settings) as planner:
+        flt = {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": EPOCH, "$lt": FAR}}
+        total = planner.db[dbm.MESSAGES].count_documents(flt, hint=dbm.PENDING_UNIQUE)
+        with _progress(total, "rebuild") as bar:
+            task = bar.add_task("re-arming", total=total)
+            advance: Callable[[int], None] = lambda n: bar.advance(task, n)  # noqa: E731
+            n = planner.rearm(EPOCH, FAR, progress=advance)
+    print(
+        f"re-armed {n} pending message(s) from the database "
+        "(duplicates of wake-ups still on the broker are skipped by the send guards)"
+    )
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from shared import doctor
+
+    checks = doctor.run_checks(settings, fix_indexes=args.fix_indexes)
+    doctor.render(checks)
+    failed = [c for c in checks if c.status == "fail"]
+    if failed:
+        print(f"{len(failed)} check(s) failed: " + ", ".join(c.name for c in failed))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def cmd_messages_show(args: argparse.Namespace, settings: Settings) -> int:
+    from shared import db as dbm
+
+    database = dbm.connect(settings.mongo)
+    try:
+        msg = database[dbm.MESSAGES].find_one({"_id": args.message_id})
+        if msg is None:
+            raise NotFoundError(f"no message {args.message_id!r}")
+        guard = database[dbm.SENDS].find_one({"_id": args.message_id})
+        token = database[dbm.TOKENS].find_one({"_id": msg.get("notificationTokenId")})
+    finally:
+        database.client.close()
+    out = {
+        "message": msg,
+        "sendGuard": guard,
+        "token": token and {k: token.get(k) for k in ("_id", "isActive", "deactivationReason")},
+    }
+    print(json.dumps(out, indent=2, default=str))
+    return 0
