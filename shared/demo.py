@@ -11,7 +11,6 @@ minds after planning so cancellations show up with their reasons. Works in its o
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import logging
@@ -268,44 +267,3 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if s["stopped_services"]:
         console.print("stopped what the demo started: " + ", ".join(s["stopped_services"]))
-
-
-def register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("demo", help="the whole pipeline on the local stack, watched live")
-    p.add_argument("--duration", type=float, help="stop after this many seconds")
-    p.add_argument("--until-done", action="store_true", help="stop when everything has ended")
-    p.add_argument("--database", default="tzpush_demo", help="demo database (wiped at start)")
-    p.add_argument("--fake-port", type=int, help="Expo fake port (default local.fake_expo_port)")
-    p.add_argument("--users", type=int, default=20)
-    p.add_argument("--minutes", type=int, default=3, help="reminders spread over N minutes")
-    p.add_argument("--min-lead", type=float, default=40.0, help="first due at least N s ahead")
-    p.add_argument("--no-services", action="store_true", help="use an already running stack")
-    p.add_argument("--plain", action="store_true", help="log lines instead of the live view")
-    p.add_argument("--summary-json", help="also write the summary to this file")
-    p.set_defaults(func=cmd_demo)
-
-
-def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    import signal
-
-    from shared import logs
-
-    def _interrupt(*_: Any) -> None:
-        raise KeyboardInterrupt  # SIGTERM stops the demo as Ctrl-C does: cleanly, with a summary
-
-    signal.signal(signal.SIGTERM, _interrupt)
-    logs.setup("WARNING", False)
-    opts = DemoOptions(
-        duration=args.duration,
-        database=args.database,
-        fake_port=args.fake_port,
-        users=args.users,
-        minutes=max(1, args.minutes),
-        min_lead_s=args.min_lead,
-        until_done=args.until_done,
-        services=not args.no_services,
-        live=False if args.plain else None,
-        summary_json=args.summary_json,
-    )
-    run_demo(settings, opts)
-    return 0
