@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pymongo import UpdateOne
+from pymongo import ReplaceOne, UpdateOne
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
@@ -38,7 +38,7 @@ from shared import db as dbm
 from shared import metrics
 from shared.backoff import compute_backoff
 from shared.broker import Frame, StompClient
-from shared.clock import Clock, utcnow
+from shared.clock import Clock, from_ms, utcnow
 from shared.errors import TransientError
 from shared.settings import Settings
 from shared.wire import Item, WakeUp, WireError, decode
@@ -46,6 +46,8 @@ from shared.wire import Item, WakeUp, WireError, decode
 log = logging.getLogger(__name__)
 
 Doc = dict[str, Any]
+# A holder that vanished this close to (or after) a send instant may have sent: never resend.
+SEND_MARGIN = dt.timedelta(seconds=1)
 
 
 @dataclass
@@ -101,6 +103,9 @@ class Consumer:
         self._in_flight: set[str] = set()
         self._rng = random.Random()
         self.stop_event = threading.Event()
+        self._changes_lock = threading.Lock()
+        self._changes: set[str] = set()
+        self._changes_at = float("-inf")
         self.stats: dict[str, int] = defaultdict(int)
 
     # -- supervising loop --------------------------------------------------------------------
@@ -235,7 +240,7 @@ class Consumer:
             ours = take_guards(self.db, [i.id for i in live], self.cid, now, wakeup=w.id)
             others = [i for i in live if i.id not in ours]
             if others and batch.frame.redelivered:
-                ours |= self._take_over(others, now)
+                ours |= self._take_over(others, now, w.id)
             mine = [i for i in live if i.id in ours]
             metrics.CLAIMS.labels(w.category, "taken").inc(len(mine))
             metrics.CLAIMS.labels(w.category, "skipped").inc(len(items) - len(mine))
@@ -244,10 +249,11 @@ class Consumer:
             ends, keep = self._judge(
                 w, mine, now, self._changed_since(w.planned_ms), reserve_caps=False
             )
+            groups: dict[int, list[Item]] = defaultdict(list)
+            for it in keep:
+                groups[it.due_ms].append(it)
+            self._write_attempts(w, groups, now)
         self._finish(key, batch, ends)
-        groups: dict[int, list[Item]] = defaultdict(list)
-        for it in keep:
-            groups[it.due_ms].append(it)
         metrics.HELD.inc(len(keep))
         for due_ms, its in groups.items():
             wait_s = (due_ms - self._now_ms()) / 1000
@@ -257,6 +263,40 @@ class Consumer:
             )
         if not batch.open:
             self._maybe_ack(key, batch)
+
+    def _write_attempts(self, w: WakeUp, groups: dict[int, list[Item]], now: dt.datetime) -> None:
+        """Record, before the due instant, what this consumer will send and when.
+
+        Written here rather than at the due instant, where it would queue behind outcome writes
+        on a busy database. After a crash, a redelivered frame is resolved with it: taken over
+        before ``sendAt`` nothing had left; at or after it the pushes may have gone out.
+        """
+        if not groups:
+            return
+        ops = [
+            ReplaceOne(
+                {"_id": attempt_id(w.id, self.cid, due_ms)},
+                {"ids": [i.id for i in its], "sendAt": from_ms(due_ms), "at": now},
+                upsert=True,
+            )
+            for due_ms, its in groups.items()
+        ]
+        self.db[dbm.ATTEMPTS].bulk_write(ops, ordered=False)
+
+    def _recent_changes(self) -> set[str]:
+        """Users whose intent changed lately: one query shared by every batch due now.
+
+        A herd is many wake-ups due at one instant; asking the database once per second for
+        all of them keeps it off the critical path. The window covers everything since any
+        held batch was prepared (lead + wake-up window), with a margin.
+        """
+        c = self.settings.creator
+        with self._changes_lock:
+            if time.monotonic() - self._changes_at > 1.0:
+                back_ms = int((c.lead_seconds + c.wakeup_window_seconds + 60) * 1000)
+                self._changes = self._changed_since(self._now_ms() - back_ms)
+                self._changes_at = time.monotonic()
+            return self._changes
 
     def _changed_since(self, planned_ms: int) -> set[str]:
         return intent.changed_users(self.db, dt.datetime.fromtimestamp(planned_ms / 1000, dt.UTC))
@@ -337,7 +377,7 @@ class Consumer:
                 )
         return [i for i in stale if found.get(i.id, {}).get("status") == "pending"]
 
-    def _take_over(self, others: list[Item], now: dt.datetime) -> set[str]:
+    def _take_over(self, others: list[Item], now: dt.datetime, wakeup: str) -> set[str]:
         """A redelivered frame: take over guards whose holder stopped before sending."""
         got: set[str] = set()
         for it in others:
@@ -345,12 +385,14 @@ class Consumer:
                 if it.id in self._in_flight:
                     continue
             guard = self.db[dbm.SENDS].find_one({"_id": it.id})
-            if guard is None:
+            if guard is None:  # released by its holder (shutdown or lost broker): take it
+                got |= take_guards(self.db, [it.id], self.cid, now, wakeup=wakeup)
                 continue
             attempt = self.db[dbm.ATTEMPTS].find_one(
                 {"_id": attempt_id(guard.get("wakeup"), guard.get("owner"), it.due_ms)}
             )
-            if attempt is not None:
+            send_at = attempt.get("sendAt") if attempt else None
+            if send_at is not None and now >= send_at - SEND_MARGIN:
                 self.db[dbm.MESSAGES].update_one(
                     {"_id": it.id, "status": "pending"},
                     {
@@ -364,7 +406,14 @@ class Consumer:
                 continue
             r = self.db[dbm.SENDS].update_one(
                 {"_id": it.id, "owner": guard.get("owner"), "at": guard.get("at")},
-                {"$set": {"owner": self.cid, "at": now, "takenOverFrom": guard.get("owner")}},
+                {
+                    "$set": {
+                        "owner": self.cid,
+                        "at": now,
+                        "wakeup": wakeup,
+                        "takenOverFrom": guard.get("owner"),
+                    }
+                },
             )
             if r.modified_count:
                 got.add(it.id)
@@ -378,22 +427,14 @@ class Consumer:
         now = self.clock()
         try:
             with dbm.translate_errors("final check before sending"):
-                changed = self._changed_since(self._now_ms() - 60_000)
+                changed = self._recent_changes()
                 ends, keep = self._judge(w, items, now, changed & {i.user for i in items})
                 self._finish(key, batch, ends)
                 if not keep:
                     return
-                due_ms = items[0].due_ms
-                self.db[dbm.ATTEMPTS].insert_one(
-                    {
-                        "_id": attempt_id(w.id, self.cid, due_ms),
-                        "ids": [i.id for i in keep],
-                        "at": now,
-                    }
-                )
         except (TransientError, PyMongoError) as exc:
             # Nothing has left yet: put the items back so a redelivery can take them.
-            log.warning("cannot write the attempt record for %s (%s); releasing it", w.id, exc)
+            log.warning("final check for %s failed (%s); releasing it", w.id, exc)
             self._release(batch, items)
             return
         metrics.HELD.dec(len(items))

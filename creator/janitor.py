@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 Doc = dict[str, Any]
 JANITOR = "janitor"
+# Older pending messages than this are not looked at (a deployment down for longer needs
+# `tzpush stats` and an operator, not a silent sweep).
+LOOKBACK = dt.timedelta(days=7)
 
 
 def outcome_unknown(owner: object) -> str:
@@ -71,7 +74,8 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
             {
                 "status": "pending",
                 "isDeleted": False,
-                "scheduledAt": {"$lt": now - oldest_grace - margin},
+                # A lower bound keeps the index range bounded (an open range scanned the index).
+                "scheduledAt": {"$gte": now - LOOKBACK, "$lt": now - oldest_grace - margin},
             },
             {"category": 1, "scheduledAt": 1},
         )

@@ -14,6 +14,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,7 @@ class Planner:
         self.settings = settings
         self.clock = clock
         self.on_armed: Callable[[int], None] | None = None
+        self.pipeline = True
 
     # -- public ----------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
@@ -146,7 +148,16 @@ class Planner:
         return len(docs)
 
     def arm(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
-        """Group documents into wake-ups and schedule each ``lead`` before its first due instant."""
+        """Group documents into wake-ups and schedule each ``lead`` before its first due instant.
+
+        Returns once the broker has confirmed every wake-up (one receipt for all of them).
+        """
+        wakeups = self._publish(docs, progress=progress)
+        if wakeups and self.broker is not None:
+            self.broker.flush()
+        return wakeups
+
+    def _publish(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
         c = self.settings.creator
         wakeups = group_wakeups(
             docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=self.clock()
@@ -155,6 +166,8 @@ class Planner:
             return wakeups
         if self.broker is None:
             raise RuntimeError("planner has no broker connection to arm wake-ups")
+        if not self.broker.connected:  # e.g. dropped while idle between passes
+            self.broker.connect()
         lead_ms = int(c.lead_seconds * 1000)
         for w in wakeups:
             now_ms = int(self.clock().timestamp() * 1000)
@@ -162,7 +175,6 @@ class Planner:
             self.broker.send(self.settings.queue(w.category), w.encode(), delay_ms=delay)
             if progress is not None:
                 progress(len(w.items))
-        self.broker.flush()
         if self.on_armed:
             self.on_armed(len(wakeups))
         return wakeups
@@ -190,8 +202,31 @@ class Planner:
             tokens_by_user[t["userId"]].append(t)
         docs = plan_messages(reminders, users, tokens_by_user, start, end, now)
         report.planned += len(docs)
-        armable = self._insert(docs, report)
-        report.wakeups += len(self.arm(armable))
+        # Sorted by category and due instant, so each chunk's wake-ups are full ones; the next
+        # chunk is inserted while this one is armed (the database and the broker work at once).
+        # A chunk is armed only after its own insert returned: a wake-up never names a message
+        # that is not in the database yet.
+        docs.sort(key=lambda d: (d["category"], d["scheduledAt"], d["_id"]))
+        chunks = [docs[i : i + INSERT_CHUNK] for i in range(0, len(docs), INSERT_CHUNK)]
+        if not chunks:
+            return
+        armed = 0
+        if not self.pipeline:
+            ready_all = [self._insert(chunk, report) for chunk in chunks]
+            for ready in ready_all:
+                armed += len(self._publish(ready))
+            chunks = []
+        with ThreadPoolExecutor(1, thread_name_prefix="plan-insert") as pool:
+            fut = pool.submit(self._insert, chunks[0], report) if chunks else None
+            for nxt in [*chunks[1:], None] if fut is not None else []:
+                assert fut is not None
+                ready = fut.result()
+                if nxt is not None:
+                    fut = pool.submit(self._insert, nxt, report)
+                armed += len(self._publish(ready))
+        if armed and self.broker is not None:
+            self.broker.flush()
+        report.wakeups += armed
 
     def _load(
         self,
