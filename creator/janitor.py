@@ -77,7 +77,7 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
                 # A lower bound keeps the index range bounded (an open range scanned the index).
                 "scheduledAt": {"$gte": now - LOOKBACK, "$lt": now - oldest_grace - margin},
             },
-            {"category": 1, "scheduledAt": 1},
+            {"category": 1, "scheduledAt": 1, "plannedAt": 1},
         )
         .hint(dbm.PENDING_UNIQUE)
     )
@@ -94,7 +94,14 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     for d in overdue:
         late = int((now - d["scheduledAt"]).total_seconds())
         grace = graces.get(d["category"], 0)
-        if d["_id"] in ours:
+        planned_late = d.get("plannedAt") is not None and d["plannedAt"] > d["scheduledAt"]
+        if d["_id"] in ours and planned_late:
+            status, reason = (
+                "is_missed",
+                f"planned {int((d['plannedAt'] - d['scheduledAt']).total_seconds())} s after its "
+                f"due instant (no planning pass ran in time: creator down); grace {grace} s",
+            )
+        elif d["_id"] in ours:
             status, reason = (
                 "is_missed",
                 (

@@ -32,7 +32,11 @@ log = logging.getLogger(__name__)
 
 STATE_ID = "planner"
 INSERT_CHUNK = 5000
-SCAN_THRESHOLD = 300  # above this many ids, one scan beats $in lookups (docs/architecture.md)
+SCAN_THRESHOLD = 300
+# How far back a pass re-creates occurrences that no pass planned (creator down).
+MAX_CATCH_UP = dt.timedelta(
+    days=2
+)  # above this many ids, one scan beats $in lookups (docs/architecture.md)
 
 
 @dataclass
@@ -95,7 +99,15 @@ class Planner:
         if prog and prog["to"] > now:
             report.rearmed = self.rearm(prog["from"], prog["to"])
             report.notes.append("re-armed the window of an interrupted pass")
-        start = max(st.get("plannedUntil") or now, now)
+        # Resume from the watermark even when it is in the past (the creator was down longer
+        # than the horizon): the missed occurrences are created too, so each one ends in a
+        # terminal status (sent late within grace, or is_missed with the reason), never absent.
+        start = max(st.get("plannedUntil") or now, now - MAX_CATCH_UP)
+        if start < now:
+            report.notes.append(
+                f"catching up {int((now - start).total_seconds())} s planned by no pass "
+                "(creator was down): late occurrences are sent within grace or marked is_missed"
+            )
         end = now + dt.timedelta(hours=self.settings.creator.horizon_hours)
         if end - start >= dt.timedelta(seconds=min(60, self.settings.creator.interval_seconds)):
             self.db[dbm.STATE].update_one(

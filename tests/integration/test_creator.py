@@ -293,3 +293,32 @@ def test_bad_zone_and_token_are_refused(world: World) -> None:
     m.upsert_user("z", timezone="Europe/Berlin")
     with pytest.raises(InputError, match="not-a-token"):
         m.register_token("z", device="d", token="not-a-token")
+
+
+def test_a_skipped_pass_still_accounts_for_every_occurrence(world: World) -> None:
+    """Creator down longer than the horizon: the gap is planned on resume, then ends honestly."""
+    m = world.manager()
+    world.user("gap", "UTC", manager=m)
+    m.add_reminder("gap", category="meal", label="breakfast", at="03:00")
+    short = world.settings.model_copy(
+        update={"creator": world.settings.creator.model_copy(update={"horizon_hours": 1.0})}
+    )
+    first = Planner(world.db, world.broker(), short, clock=fixed_clock)
+    assert first.run_pass().inserted == 0  # 00:00..01:00 holds no 03:00
+    later = Planner(
+        world.db, world.broker(), short, clock=lambda: FIXED_NOW + dt.timedelta(hours=6)
+    )
+    report = later.run_pass()
+    assert report.inserted == 1
+    assert any("catching up" in n for n in report.notes)
+    msg = world.db[dbm.MESSAGES].find_one({"userId": "gap"})
+    assert msg is not None and msg["scheduledAt"] == FIXED_NOW + dt.timedelta(hours=3)
+    # Hours past its grace window: the same pass's janitor ends it, saying why.
+    done = world.message(msg["_id"])
+    assert done["status"] == "is_missed"
+    assert "creator down" in done["reason"] and "grace 900 s" in done["reason"]
+    # The wake-up armed for it is harmless: the consumer finds it no longer pending.
+    rc = world.start_consumer(burst=True)
+    rc.join(60)
+    assert world.fake.pushes() == []
+    assert world.message(msg["_id"])["status"] == "is_missed"
