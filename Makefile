@@ -42,9 +42,10 @@ install: venv
 	@command -v docker-compose >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
 
+# The demo starts the broker and the database when they are not running and stops, on Ctrl-C or at
+# the end, exactly what it started.
 run: install
-	$(TZPUSH) services up
-	$(TZPUSH) demo
+	$(TZPUSH) demo $(ARGS)
 
 # pytest's exit code is kept; the safety net stops whatever a killed session left running (only
 # processes named by the test state dir's pid files, and only when no other session holds the
