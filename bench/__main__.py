@@ -1,0 +1,124 @@
+"""``python -m bench`` (``make bench``): tzpush on its own local stack with the Expo fake.
+
+    python -m bench [--quick] [--sizes full|quick|tiny] [--only plan,herd,...] [--out DIR]
+
+Scenarios: plan, herd, outage, limited_herd, idle (needs plan), drills. Writes
+``DIR/<timestamp>.json`` and ``DIR/<timestamp>.png`` and prints a table. See docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.scenarios_drills import DRILLS
+from bench.scenarios_herd import run_herd, run_outage
+from bench.scenarios_plan import run_idle, run_plan
+from bench.stack import STATE_DIR, bench_stack
+
+SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills")
+# users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s
+SIZES: dict[str, dict[str, float]] = {
+    "full": dict(
+        users=50_000,
+        herd=10_000,
+        outage=1000,
+        drill=2000,
+        creators=1000,
+        idle=60,
+        off=30,
+        lead=15,
+    ),
+    "quick": dict(
+        users=5000, herd=2000, outage=500, drill=300, creators=200, idle=20, off=10, lead=15
+    ),
+    "tiny": dict(users=50, herd=50, outage=30, drill=30, creators=20, idle=3, off=2, lead=3),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (under 3 minutes)")
+    ap.add_argument("--sizes", choices=sorted(SIZES), help="size set (default full, or quick)")
+    ap.add_argument("--only", help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    ap.add_argument("--drills", help=f"comma-separated subset of {','.join(DRILLS)}")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = ap.parse_args(argv)
+    size = SIZES[args.sizes or ("quick" if args.quick else "full")]
+    only = [s.strip() for s in (args.only or ",".join(SCENARIOS)).split(",") if s.strip()]
+    bad = [s for s in only if s not in SCENARIOS]
+    if bad:
+        ap.error(f"unknown scenario(s) {bad}; choose from {SCENARIOS}")
+    drills = [d.strip() for d in (args.drills or ",".join(DRILLS)).split(",") if d.strip()]
+    logging.basicConfig(level=logging.WARNING)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    results: dict[str, Any] = {"started": stamp, "sizes": size, "seed": args.seed, "scenarios": {}}
+    results["command"] = " ".join(["python -m bench", *(argv or sys.argv[1:])])
+    sc = results["scenarios"]
+    t0 = time.time()
+    with bench_stack(STATE_DIR / "logs" / stamp) as st:
+        seed = args.seed
+
+        def step(name: str, fn: Any, *a: Any, **kw: Any) -> None:
+            print(f"[{time.time() - t0:6.1f} s] {name} ...", flush=True)
+            try:
+                sc[name] = fn(*a, **kw)
+            except Exception as exc:
+                traceback.print_exc()
+                sc[name] = {"error": f"{type(exc).__name__}: {exc}"}
+
+        if "plan" in only:
+            st.wipe("plan")
+            gap = 4 + size["users"] / 5000
+            step("plan", run_plan, st, int(size["users"]), seed, gap)
+            if "idle" in only:
+                step("idle", run_idle, st, size["idle"])
+        for name, fn, kw in (
+            ("herd", run_herd, {"lead": size["lead"]}),
+            (
+                "limited_herd",
+                run_herd,
+                {"fake_rate": 600, "client_rate": 600, "lead": size["lead"]},
+            ),
+        ):
+            if name in only:
+                st.wipe(name)
+                step(name, fn, st, int(size["herd"]), seed, name.replace("_", ""), **kw)
+        if "outage" in only:
+            st.wipe("outage")
+            lead = min(10.0, size["lead"])
+            step("outage", run_outage, st, int(size["outage"]), seed, size["off"], lead=lead)
+        if "drills" in only:
+            sc["drills"] = {}
+            for name in drills:
+                st.wipe(name)
+                n = int(
+                    size["creators"] if name in ("two_creators", "skipped_pass") else size["drill"]
+                )
+                print(f"[{time.time() - t0:6.1f} s] drill {name} ...", flush=True)
+                try:
+                    sc["drills"][name] = DRILLS[name](st, n, seed, min(10.0, size["lead"]))
+                except Exception as exc:
+                    traceback.print_exc()
+                    sc["drills"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+    results["seconds"] = round(time.time() - t0, 1)
+    path = out_dir / f"{stamp}.json"
+    report.write_json(results, path)
+    png = report.chart(results, out_dir / f"{stamp}.png")
+    report.print_table(results)
+    print(f"results: {path}" + (f", chart: {png}" if png else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Scenarios 2 (herd), 3 (outage) and 4 (limited herd): many messages due at one instant.
+
+The consumer runs as a subprocess (``tzpush consumer``), the fake as another; lateness is what
+the fake saw: ``received_at_ms - due``. Duplicates are pushes naming the same ``messageId``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from typing import Any
+
+from bench import workload
+from bench.stack import BenchStack, Proc
+from creator.janitor import sweep
+from creator.planner import Planner
+from shared import db as dbm
+from shared.settings import Settings
+
+Doc = dict[str, Any]
+INSERT_RATE = 2500.0  # messages/s the database takes with the planner's indexes (measured)
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
+
+
+def arm_herd(
+    st: BenchStack, settings: Settings, n: int, seed: int, prefix: str, margin_s: float = 3.0
+) -> tuple[list[Doc], dt.datetime, Doc]:
+    """Seed n people, make their messages due far enough ahead, arm them; (docs, due, timing)."""
+    people = workload.herd_people(st.db, n, seed, prefix)
+    lead = settings.creator.lead_seconds
+    ahead = n / INSERT_RATE + n / 20000 + lead + margin_s
+    due = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=ahead)).replace(microsecond=0)
+    t = time.perf_counter()
+    docs = workload.herd_messages(st.db, people, due)
+    insert_s = time.perf_counter() - t
+    broker = st.broker(settings)
+    try:
+        t = time.perf_counter()
+        wakeups = Planner(st.db, broker, settings).arm(docs)
+        arm_s = time.perf_counter() - t
+    finally:
+        broker.close()
+    slack = (due - dt.timedelta(seconds=lead) - dt.datetime.now(dt.UTC)).total_seconds()
+    timing = {
+        "insert_seconds": round(insert_s, 2),
+        "arm_seconds": round(arm_s, 2),
+        "wakeups": len(wakeups),
+        "slack_before_wakeup_s": round(slack, 2),
+    }
+    return docs, due, timing
+
+
+def deliveries(st: BenchStack, ids: set[str], due: dt.datetime) -> Doc:
+    """What the fake received for these ids: sent, lost, duplicates, lateness."""
+    due_ms = due.timestamp() * 1000
+    first: dict[str, float] = {}
+    dup = 0
+    for p in st.fake.pushes():
+        mid = (p.get("data") or {}).get("messageId")
+        if mid not in ids:
+            continue
+        if mid in first:
+            dup += 1
+        else:
+            first[mid] = p["received_at_ms"] - due_ms
+    late = sorted(first.values())
+    return {
+        "n": len(ids),
+        "sent": len(first),
+        "lost": len(ids) - len(first),
+        "duplicates": dup,
+        "late_ms_p50": _r(statistics.median(late)) if late else None,
+        "late_ms_p95": _r(pct(late, 95)),
+        "late_ms_min": _r(late[0]) if late else None,
+        "late_ms_max": _r(late[-1]) if late else None,
+        "lateness_ms": [round(x) for x in late],
+    }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x)
+
+
+def statuses(st: BenchStack, ids: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in range(0, len(ids), 5000):
+        for d in st.db[dbm.MESSAGES].find({"_id": {"$in": ids[i : i + 5000]}}, {"status": 1}):
+            out[d["status"]] = out.get(d["status"], 0) + 1
+    return out
+
+
+def wait_delivered(st: BenchStack, n: int, timeout: float, base: int = 0) -> float:
+    """Poll the fake until ``n`` pushes beyond ``base`` were accepted; return when (time)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if st.fake.stats()["pushes_accepted"] - base >= n:
+            return time.time()
+        time.sleep(0.2)
+    return time.time()
+
+
+def wait_terminal(st: BenchStack, ids: list[str], timeout: float) -> dict[str, int]:
+    deadline = time.time() + timeout
+    while True:
+        s = statuses(st, ids)
+        if s.get("pending", 0) == 0 or time.time() > deadline:
+            return s
+        time.sleep(1.0)
+
+
+def watch_prep(st: BenchStack, n: int, due: dt.datetime, lead: float, base: int) -> Doc:
+    """Time from the wake-ups' firing (due - lead) until every send guard is in (prep's core)."""
+    fire = due.timestamp() - lead
+    done = None
+    while time.time() < due.timestamp() + 5:
+        if st.db[dbm.SENDS].estimated_document_count() - base >= n:
+            done = time.time()
+            break
+        time.sleep(0.25)
+    return {"guards_in_after_fire_s": round(done - fire, 2) if done else None}
+
+
+def run_herd(
+    st: BenchStack,
+    n: int,
+    seed: int,
+    prefix: str = "herd",
+    *,
+    fake_rate: float = 0,
+    client_rate: float = 100000.0,
+    lead: float = 15.0,
+) -> Doc:
+    st.fake.reset(rate_per_second=fake_rate)
+    settings = st.settings_for(prefix, lead=lead, rate=client_rate)
+    consumer = st.consumer(settings, f"{prefix}-consumer")
+    try:
+        consumer.wait_log("consuming", 60)
+        base = st.db[dbm.SENDS].estimated_document_count()
+        docs, due, timing = arm_herd(st, settings, n, seed, prefix)
+        prep = watch_prep(st, n, due, lead, base)
+        limit = n / (fake_rate or 2000) + 60
+        last = wait_delivered(st, n, due.timestamp() + limit - time.time())
+        ids = [d["_id"] for d in docs]
+        final = wait_terminal(st, ids, 60)
+        cpu = consumer.cpu()
+    finally:
+        consumer.stop()
+    out = deliveries(st, set(ids), due)
+    stats = st.fake.stats()
+    out.update(
+        **timing,
+        **prep,
+        lead_s=lead,
+        client_rate=client_rate,
+        fake_rate=fake_rate,
+        all_delivered_after_due_s=round(last - due.timestamp(), 2),
+        http_429=stats.get("http_429", 0),
+        statuses=final,
+        terminal=final.get("pending", 0) == 0,
+        consumer_cpu_s=round(cpu, 2),
+    )
+    return out
+
+
+def run_outage(
+    st: BenchStack,
+    n: int,
+    seed: int,
+    outage_s: float = 30.0,
+    prefix: str = "outage",
+    lead: float = 10.0,
+) -> Doc:
+    """Consumer stopped 1 s before the due instant and started ``outage_s`` after it stopped."""
+    st.fake.reset()
+    settings = st.settings_for(prefix, lead=lead)
+    # shutdown timeout 0: the consumer really leaves (with the default 25 s it would stay to send
+    # what is due within 25 s, and there would be no outage to measure).
+    extra = {"TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S": "0"}
+    first = st.consumer(settings, f"{prefix}-consumer-1", **extra)
+    second: Proc | None = None
+    try:
+        first.wait_log("consuming", 60)
+        docs, due, timing = arm_herd(st, settings, n, seed, prefix)
+        time.sleep(max(0.0, due.timestamp() - 1 - time.time()))
+        stopped = time.time()
+        first.stop()
+        exited = time.time()
+        time.sleep(max(0.0, stopped + outage_s - time.time()))
+        second = st.consumer(settings, f"{prefix}-consumer-2", **extra)
+        ready = second.wait_log("consuming", 60)
+        last = wait_delivered(st, n, 120)
+        ids = [d["_id"] for d in docs]
+        final = wait_terminal(st, ids, 60)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    out = deliveries(st, set(ids), due)
+    out.update(
+        **timing,
+        outage_s=outage_s,
+        stopped_before_due_s=round(due.timestamp() - stopped, 2),
+        exited_before_due_s=round(due.timestamp() - exited, 2),
+        restart_after_due_s=round(second.started_at - due.timestamp(), 2),
+        all_sent_after_restart_s=round(last - second.started_at, 2),
+        all_sent_after_ready_s=round(last - ready, 2),
+        statuses=final,
+        terminal=final.get("pending", 0) == 0,
+    )
+    return out
+
+
+def janitor_until_terminal(st: BenchStack, ids: list[str], settings: Settings) -> Doc:
+    """Run the janitor with ``now`` shifted past every grace window; statuses after."""
+    grace = max(c.grace_seconds for c in settings.categories.values())
+    margin = settings.creator.janitor_margin_seconds
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=grace + margin + 60)
+    ended = sweep(st.db, settings, later)
+    return {"janitor_ended": ended, "statuses_after_janitor": statuses(st, ids)}

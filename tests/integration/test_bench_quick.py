@@ -1,0 +1,43 @@
+"""Keep the bench working: run it at tiny sizes on its own ports (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_bench_tiny(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "TZPUSH_BENCH_STATE_DIR": str(REPO / ".local" / "bench-ci"),
+        "TZPUSH_BENCH_STOMP_PORT": "61663",
+        "TZPUSH_BENCH_MONGO_PORT": "27067",
+        "TZPUSH_BENCH_FAKE_PORT": "18805",
+    }
+    argv = [sys.executable, "-m", "bench", "--sizes", "tiny", "--out", str(tmp_path)]
+    argv += ["--only", "plan,idle,herd,outage,drills", "--drills", "broker_kill9,skipped_pass"]
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=230)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(next(tmp_path.glob("*.json")).read_text())
+    sc = results["scenarios"]
+    assert not [k for k, v in sc.items() if "error" in v], sc
+    assert not [k for k, v in sc["drills"].items() if "error" in v], sc["drills"]
+    plan = sc["plan"]
+    assert plan["inserted"] == plan["planned"] == plan["reminders"]
+    assert plan["wakeups"] > 0 and plan["floor_seconds"] > 0
+    for name in ("herd", "outage"):
+        r = sc[name]
+        assert (r["sent"], r["lost"], r["duplicates"]) == (r["n"], 0, 0), r
+        assert r["terminal"], r
+    assert sc["drills"]["broker_kill9"]["lost"] == 0
+    assert "opcounters" in sc["idle"]
+    assert list(tmp_path.glob("*.png"))
