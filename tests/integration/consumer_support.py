@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -228,14 +227,7 @@ def consumer_env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
-# ``tzpush consumer`` through ``shared.cli.main`` (the console script's code path), with only the
-# consumer's commands registered, so a half-written module of another command cannot stop it.
-_RUN_CONSUMER = (
-    "import sys\n"
-    "from shared import cli\n"
-    "cli.COMMAND_MODULES[:] = ['consumer.cli']\n"
-    "sys.exit(cli.main(['consumer']))\n"
-)
+TZPUSH = REPO_ROOT / ".venv" / "bin" / "tzpush"
 
 
 class ConsumerProcess:
@@ -245,7 +237,7 @@ class ConsumerProcess:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _RUN_CONSUMER],
+            [str(TZPUSH), "consumer"],
             cwd=REPO_ROOT,
             env=consumer_env(settings, **extra_env),
             stdin=subprocess.DEVNULL,

@@ -115,18 +115,21 @@ def test_broker_kill9_and_restart_loses_no_armed_wakeup(world, stack):
 
 
 def test_sigterm_stops_taking_work_exits_zero_and_another_consumer_sends_the_rest(world, tmp_path):
-    timeout = world.settings.consumer.shutdown_timeout_s
+    timeout = world.settings.consumer.shutdown_timeout_s  # 5 s in the test world
     proc = ConsumerProcess(world.settings, tmp_path / "consumer.log")
     try:
         proc.wait_consuming()
-        soon = herd(world, 20, in_seconds(3), prefix="soon")  # due within the shutdown grace
-        held = herd(world, 20, in_seconds(3 + timeout + 4), prefix="held")  # due after it
+        # Due 5 s after arming: whenever SIGTERM follows, still inside its 5 s shutdown grace.
+        soon = herd(world, 20, in_seconds(timeout), prefix="soon")
+        held = herd(world, 20, in_seconds(2 * timeout + 3), prefix="held")  # beyond the grace
         arm(world, soon + held)
         wait_for(lambda: guarded(world, ids_of(soon + held)), 15, what="the consumer holding")
 
         proc.terminate()
         stopped_at = time.monotonic()
-        fresh = herd(world, 10, in_seconds(2), prefix="fresh")  # armed after SIGTERM
+        # Fires 2 s after SIGTERM (due - lead) while the process is still finishing ``soon``,
+        # and is due inside its grace: had it taken the frame, it would have sent it.
+        fresh = herd(world, 10, in_seconds(timeout - 1), prefix="fresh")
         arm(world, fresh)
         rc = proc.wait(timeout + 10)
         took = time.monotonic() - stopped_at
