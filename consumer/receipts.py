@@ -20,7 +20,7 @@ from pymongo import UpdateOne
 from pymongo.database import Database
 
 from consumer.expo_client import ExpoSender
-from consumer.recorder import TokenEffect, apply_token_effects
+from consumer.recorder import TokenEffect, apply_token_effects, counts_against_token
 from shared import db as dbm
 from shared import metrics
 from shared.clock import Clock, utcnow
@@ -53,7 +53,6 @@ class ReceiptPoller:
                     {"receipt.state": "pending", "receipt.checkAfter": {"$lte": now}},
                     {"ticketId": 1, "notificationTokenId": 1, "userId": 1, "sentAt": 1},
                 )
-                .hint("receipt_due")
                 .limit(limit)
             )
         for i in range(0, len(due), BATCH):
@@ -114,10 +113,11 @@ class ReceiptPoller:
                         },
                     )
                 )
-                kind = "dead" if r.device_not_registered else "fail"
-                effects.append(
-                    TokenEffect(d["notificationTokenId"], d["userId"], kind, r.error or "")
-                )
+                if r.device_not_registered or counts_against_token(r.error):
+                    kind = "dead" if r.device_not_registered else "fail"
+                    effects.append(
+                        TokenEffect(d["notificationTokenId"], d["userId"], kind, r.error or "")
+                    )
                 counts[f"error:{r.error}"] += 1
             metrics.RECEIPTS.labels("ok" if r.ok else (r.error or "error")).inc()
         with dbm.translate_errors("recording receipts"):

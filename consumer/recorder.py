@@ -195,3 +195,12 @@ def apply_token_effects(
 
 def is_request_level(error: str | None) -> bool:
     return bool(error) and str(error).startswith(REQUEST_LEVEL)
+
+
+# The payload's fault, not the device's: a too-big or invalid message says nothing about the token.
+PAYLOAD_ERRORS = ("MessageTooBig", "InvalidPayload")
+
+
+def counts_against_token(error: str | None) -> bool:
+    """Whether a failed push is the device's problem (3 in a row deactivate the token)."""
+    return bool(error) and not is_request_level(error) and error not in PAYLOAD_ERRORS

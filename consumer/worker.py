@@ -31,7 +31,7 @@ from pymongo.errors import PyMongoError
 from consumer import intent
 from consumer.expo_client import ExpoSender, OutgoingPush, PushOutcome
 from consumer.pending import PendingCache
-from consumer.recorder import Job, Recorder, TokenEffect, is_request_level
+from consumer.recorder import Job, Recorder, TokenEffect, counts_against_token
 from consumer.timers import Timers
 from creator.janitor import attempt_id, outcome_unknown, take_guards
 from shared import db as dbm
@@ -161,6 +161,8 @@ class Consumer:
                 if burst and time.monotonic() - last > idle_s and self._idle():
                     return True
                 continue
+            if self.stop_event.is_set():
+                break  # stopping: left unacked, the broker gives it to another consumer
             last = time.monotonic()
             self._on_frame(frame)
         return False
@@ -498,7 +500,7 @@ class Consumer:
                 }
                 if o.device_not_registered:
                     effects.append(TokenEffect(it.token_id, it.user, "dead", "DeviceNotRegistered"))
-                elif not is_request_level(o.error):
+                elif counts_against_token(o.error):
                     effects.append(TokenEffect(it.token_id, it.user, "fail", o.error or "error"))
                 outcomes.append((w.category, "failed"))
                 if it.cap:

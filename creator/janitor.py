@@ -68,18 +68,14 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     graces = {c: cs.grace_seconds for c, cs in settings.categories.items()}
     margin = dt.timedelta(seconds=settings.creator.janitor_margin_seconds)
     oldest_grace = dt.timedelta(seconds=min(graces.values(), default=0))
-    cursor = (
-        database[dbm.MESSAGES]
-        .find(
-            {
-                "status": "pending",
-                "isDeleted": False,
-                # A lower bound keeps the index range bounded (an open range scanned the index).
-                "scheduledAt": {"$gte": now - LOOKBACK, "$lt": now - oldest_grace - margin},
-            },
-            {"category": 1, "scheduledAt": 1, "plannedAt": 1},
-        )
-        .hint(dbm.PENDING_UNIQUE)
+    cursor = database[dbm.MESSAGES].find(
+        {
+            "status": "pending",
+            "isDeleted": False,
+            # A lower bound keeps the index range bounded (an open range scanned the index).
+            "scheduledAt": {"$gte": now - LOOKBACK, "$lt": now - oldest_grace - margin},
+        },
+        {"category": 1, "scheduledAt": 1, "plannedAt": 1},
     )
     overdue = [
         d

@@ -108,8 +108,12 @@ class Planner:
                 f"catching up {int((now - start).total_seconds())} s planned by no pass "
                 "(creator was down): late occurrences are sent within grace or marked is_missed"
             )
-        end = now + dt.timedelta(hours=self.settings.creator.horizon_hours)
-        if end - start >= dt.timedelta(seconds=min(60, self.settings.creator.interval_seconds)):
+        c = self.settings.creator
+        end = now + dt.timedelta(hours=c.horizon_hours)
+        # Plan in slices: reading every reminder is the cost of a pass, so it is paid a few
+        # times a day (when a slice of the horizon is unplanned), not every interval. Passes in
+        # between read one document; management commands plan their changes at once.
+        if end - start >= dt.timedelta(hours=min(c.slice_hours, c.horizon_hours / 2)):
             self.db[dbm.STATE].update_one(
                 {"_id": STATE_ID},
                 {"$set": {"inProgress": {"from": start, "to": end, "at": now}}},
@@ -146,15 +150,13 @@ class Planner:
     def rearm(self, start: dt.datetime, end: dt.datetime, *, progress: Any = None) -> int:
         """Publish wake-ups for every pending message due in ``[start, end)``, from the database."""
         docs = list(
-            self.db[dbm.MESSAGES]
-            .find(
+            self.db[dbm.MESSAGES].find(
                 {
                     "status": "pending",
                     "isDeleted": False,
                     "scheduledAt": {"$gte": start, "$lt": end},
                 }
             )
-            .hint(dbm.PENDING_UNIQUE)
         )
         self.arm(docs, progress=progress)
         return len(docs)
@@ -298,7 +300,7 @@ class Planner:
             for d in coll.find(
                 {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": lo, "$lte": hi}},
                 {"_id": 1},
-            ).hint(dbm.PENDING_UNIQUE)
+            )
         }
         rest = ids - pending
         if rest and len(rest) <= SCAN_THRESHOLD:

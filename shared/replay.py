@@ -30,7 +30,7 @@ from pymongo.database import Database
 
 from consumer import intent
 from consumer.expo_client import ExpoSender, OutgoingPush, PushOutcome
-from consumer.recorder import TokenEffect, apply_token_effects, is_request_level
+from consumer.recorder import TokenEffect, apply_token_effects, counts_against_token
 from creator.plan import to_item
 from shared import db as dbm
 from shared import metrics
@@ -67,7 +67,7 @@ class Selection:
 
 def select(database: Database[Doc], selection: Selection) -> list[Doc]:
     """The missed messages a selection names, oldest due first."""
-    cursor = database[dbm.MESSAGES].find(selection.query()).hint("missed_by_time")
+    cursor = database[dbm.MESSAGES].find(selection.query())
     return sorted(cursor, key=lambda d: (d["scheduledAt"], d["_id"]))
 
 
@@ -192,7 +192,7 @@ class Replayer:
                     effects.append(
                         TokenEffect(d["notificationTokenId"], d["userId"], "dead", o.error or "")
                     )
-                elif not is_request_level(o.error):
+                elif counts_against_token(o.error):
                     effects.append(
                         TokenEffect(d["notificationTokenId"], d["userId"], "fail", o.error or "")
                     )

@@ -80,7 +80,12 @@ class ExpoSettings(_Group):
     rate_per_second: float = Field(default=600.0, gt=0, description="client-side send limit")
     concurrency: int = Field(default=4, ge=1, le=64, description="requests in flight")
     timeout_s: float = Field(default=10.0, gt=0, description="HTTP timeout per request")
-    max_retries: int = Field(default=5, ge=0, le=20, description="retries on 429/5xx/network")
+    max_retries: int = Field(
+        default=8,
+        ge=0,
+        le=20,
+        description="retries on 429/5xx/network (8: about 90 s of back-off before failed)",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -95,6 +100,12 @@ class CreatorSettings(_Group):
 
     interval_seconds: int = Field(default=300, ge=5, description="planning pass period")
     horizon_hours: float = Field(default=24.0, gt=0, le=24 * 14, description="plan this far")
+    slice_hours: float = Field(
+        default=6.0,
+        gt=0,
+        description="a pass plans only once this much of the horizon is unplanned (at most "
+        "half the horizon): the other passes cost one read",
+    )
     wakeup_size: int = Field(default=500, ge=1, le=5000, description="message ids per wake-up")
     lead_seconds: float = Field(
         default=15.0, ge=0, le=600, description="wake-ups fire this long before the due instant"

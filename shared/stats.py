@@ -72,7 +72,7 @@ def compute(database: Database[Doc], since: dt.datetime | None = None) -> Doc:
     for d in coll.find(
         {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": dt.datetime(1970, 1, 1)}},
         {"scheduledAt": 1},
-    ).hint(dbm.PENDING_UNIQUE):
+    ):
         pending_by_hour[d["scheduledAt"].astimezone(dt.UTC).strftime("%Y-%m-%dT%H:00Z")] += 1
     return {
         "since": since.isoformat() if since else None,

@@ -137,6 +137,8 @@ def db(stack: Stack, mongo_client: pymongo.MongoClient[dict[str, Any]]) -> Itera
     database: Database = mongo_client[stack.settings.mongo.database]
     yield database
     for name in database.list_collection_names():
+        # Emptying first is 10 to 30 times faster than dropping a full collection on SecantusDB.
+        database[name].delete_many({})
         database.drop_collection(name)
 
 

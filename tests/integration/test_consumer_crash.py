@@ -121,7 +121,8 @@ def test_sigterm_stops_taking_work_exits_zero_and_another_consumer_sends_the_res
         proc.wait_consuming()
         # Due 5 s after arming: whenever SIGTERM follows, still inside its 5 s shutdown grace.
         soon = herd(world, 20, in_seconds(timeout), prefix="soon")
-        held = herd(world, 20, in_seconds(2 * timeout + 3), prefix="held")  # beyond the grace
+        # Due well beyond the grace, even when a loaded machine delays the SIGTERM below.
+        held = herd(world, 20, in_seconds(3 * timeout + 12), prefix="held")
         arm(world, soon + held)
         wait_for(lambda: guarded(world, ids_of(soon + held)), 15, what="the consumer holding")
 

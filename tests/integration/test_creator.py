@@ -165,7 +165,7 @@ def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) 
         pass
 
     class CrashingPlanner(Planner):
-        def arm(self, docs, *, progress=None):  # type: ignore[no-untyped-def]
+        def _publish(self, docs, *, progress=None):  # type: ignore[no-untyped-def]
             docs = list(docs)
             if docs:
                 raise Crash("killed between insert and arm")
@@ -322,3 +322,43 @@ def test_a_skipped_pass_still_accounts_for_every_occurrence(world: World) -> Non
     rc.join(60)
     assert world.fake.pushes() == []
     assert world.message(msg["_id"])["status"] == "is_missed"
+
+
+def test_a_pass_over_unchanged_data_writes_nothing_and_reads_no_reminders(
+    world: World, stack: object
+) -> None:
+    from pymongo import monitoring
+
+    seed_article_users(world)
+    world.planner(clock=fixed_clock).run_pass()
+
+    class Recorder(monitoring.CommandListener):
+        def __init__(self) -> None:
+            self.commands: list[tuple[str, str]] = []
+
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            coll = event.command.get(event.command_name)
+            self.commands.append((event.command_name, str(coll)))
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    rec = Recorder()
+    client = stack.mongo_client(event_listeners=[rec])  # type: ignore[attr-defined]
+    try:
+        db = client[world.settings.mongo.database]
+        later = Planner(
+            db, world.broker(), world.settings, clock=lambda: FIXED_NOW + dt.timedelta(minutes=10)
+        )
+        report = later.run_pass()
+    finally:
+        client.close()
+    assert report.window_start is None and report.inserted == 0
+    names = [c for c, _ in rec.commands]
+    assert not {"insert", "update", "delete"} & set(names), rec.commands
+    touched = {coll for _, coll in rec.commands}
+    assert dbm.REMINDERS not in touched and dbm.USERS not in touched and dbm.TOKENS not in touched
+    assert len(rec.commands) <= 3, rec.commands  # the watermark, the janitor's (empty) range

@@ -44,7 +44,7 @@ def test_replay_twice_sends_once_and_records_who_and_why(world, capsys):
         assert m["receipt"]["state"] == "pending"
         assert m["replay"]["by"] == "alice"
         assert m["replay"]["reason"] == "INC-42 broker outage"
-        assert "no consumer took it" in m["replay"]["missedReason"]
+        assert "grace 300 s" in m["replay"]["missedReason"]  # why it was missed, kept
     pushed = {p["data"]["messageId"] for p in world.fake.pushes()}
     assert pushed == set(ids)
 
