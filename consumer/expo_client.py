@@ -120,6 +120,18 @@ class _Message(PushMessage):
 _TicketRef = namedtuple("_TicketRef", ["id"])  # what check_receipts_multiple reads
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedPush:
+    """A push checked and built ahead of time (``ExpoSender.prepare``), ready to go on the wire.
+
+    A consumer prepares a batch during its lead time, so that at the due instant only the
+    requests remain: token check, payload mapping and size check are already done.
+    """
+
+    push: OutgoingPush
+    ready: Any  # the SDK message with its payload built, or the PushOutcome of a refusal
+
+
 class RateLimiter:
     """Token bucket charged before a request; thread-safe.
 
@@ -229,7 +241,7 @@ class ExpoSender:
     # -- public API --------------------------------------------------------------------------
     def send(
         self,
-        pushes: Sequence[OutgoingPush],
+        pushes: Sequence[OutgoingPush | PreparedPush],
         on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
     ) -> list[PushOutcome]:
         """Send ``pushes``; return one outcome per push, in the same order.
@@ -269,6 +281,16 @@ class ExpoSender:
             if error is not None:
                 raise error
         return [outcome for outcome in results if outcome is not None]
+
+    def prepare(self, pushes: Sequence[OutgoingPush]) -> list[PreparedPush]:
+        """Check and build ``pushes`` now, so ``send`` has only the requests left to do."""
+        out = []
+        for push in pushes:
+            checked = self._prepare(push)
+            if isinstance(checked, _Message):
+                checked.get_payload()  # built once and kept
+            out.append(PreparedPush(push, checked))
+        return out
 
     def get_receipts(self, ticket_ids: Sequence[str]) -> dict[str, ReceiptOutcome]:
         """Receipts for ``ticket_ids`` (chunks of 1000); ids with no receipt yet are absent.
@@ -350,13 +372,16 @@ class ExpoSender:
 
     def _send_chunk(
         self,
-        chunk: list[tuple[int, OutgoingPush]],
+        chunk: list[tuple[int, OutgoingPush | PreparedPush]],
         deliver: Callable[[list[tuple[int, PushOutcome]]], None],
     ) -> None:
         outcomes: list[tuple[int, PushOutcome]] = []
         ready: list[tuple[int, OutgoingPush, _Message]] = []
-        for index, push in chunk:
-            checked = self._prepare(push)
+        for index, item in chunk:
+            if isinstance(item, PreparedPush):
+                push, checked = item.push, item.ready
+            else:
+                push, checked = item, self._prepare(item)
             if isinstance(checked, PushOutcome):
                 outcomes.append((index, checked))
             else:

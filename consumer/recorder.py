@@ -1,26 +1,32 @@
 """Write outcomes to the database off the critical path, retrying until they are in.
 
-The sender hands each request's outcomes over as soon as the request returns; this thread turns
-them into one bulk write per chunk plus token hygiene, and calls the batch's ``done`` callback
-(which acks the wake-up once every message of it is terminal in the database). A database
-outage only delays the writes: they are retried with back-off, never dropped.
+The sender hands each request's outcomes over as soon as the request returns. They are made
+durable at once as ONE journal insert per request (``send_journal``: ticket ids included), which
+costs the database next to nothing; the per-message updates (status, ticket, receipt schedule),
+token hygiene and cap refunds are merged from the journal when no send is in flight (or after
+``max_defer_s``), so a herd's sends do not compete with a thousand document updates on the
+database server. Then the batch's ``done`` callback acks the wake-up. A crash between journal
+and merge loses nothing: ``merge_journal`` applies what is left (at start-up, before a takeover,
+and in the janitor). A database outage only delays the writes: they are retried, never dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import queue
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from creator.manage import record_changes
 from shared import db as dbm
@@ -54,11 +60,95 @@ class TokenEffect:
 
 @dataclass
 class Job:
-    updates: list[UpdateOne]
+    updates: list[UpdateOne] = field(default_factory=list)
     effects: list[TokenEffect] = field(default_factory=list)
     outcomes: list[tuple[str, str]] = field(default_factory=list)  # (category, outcome) metrics
     cap_refunds: dict[str, int] = field(default_factory=dict)  # counter id -> reservations back
     done: Callable[[], None] | None = None
+    journal: list[Doc] | None = None  # outcome entries: journaled at once, merged later
+    journal_id: str = ""
+    journaled_at: float = 0.0
+
+
+_EMPTY = Job()
+
+
+def entry_ops(
+    entries: list[Doc], receipts_delay_s: float
+) -> tuple[list[UpdateOne], list[TokenEffect], dict[str, int]]:
+    """Message updates, token effects and cap refunds for journal entries (pure)."""
+    updates: list[UpdateOne] = []
+    effects: list[TokenEffect] = []
+    refunds: dict[str, int] = {}
+    for e in entries:
+        at: dt.datetime = e["at"]
+        lateness = int((at.timestamp() * 1000) - e["due"])
+        if e["ok"]:
+            fields: Doc = {
+                "status": "success",
+                "ticketId": e["ticket"],
+                "sentAt": at,
+                "finishedAt": at,
+                "lateness_ms": lateness,
+                "reason": "accepted by Expo",
+                "receipt": {
+                    "state": "pending",
+                    "checkAfter": at + dt.timedelta(seconds=receipts_delay_s),
+                },
+            }
+            effects.append(TokenEffect(e["token"], e["user"], "ok"))
+        else:
+            fields = {
+                "status": "failed",
+                "finishedAt": at,
+                "lateness_ms": lateness,
+                "reason": e.get("message") or e.get("error") or "failed",
+                "error": e.get("error"),
+            }
+            if e.get("error") == "DeviceNotRegistered":
+                effects.append(TokenEffect(e["token"], e["user"], "dead", "DeviceNotRegistered"))
+            elif counts_against_token(e.get("error")):
+                effects.append(TokenEffect(e["token"], e["user"], "fail", e.get("error") or ""))
+            if e.get("cap"):
+                key = f"{e['user']}:{e['ld']}"
+                refunds[key] = refunds.get(key, 0) + 1
+        fields.update(consumer=e.get("consumer"), attempts=e.get("attempts", 1))
+        updates.append(UpdateOne({"_id": e["id"]}, {"$set": fields}))
+    return updates, effects, refunds
+
+
+def merge_journal(
+    database: Database[Doc],
+    *,
+    receipts_delay_s: float,
+    max_failures: int,
+    consumer: str | None = None,
+    older_than_s: float | None = None,
+) -> int:
+    """Apply journal entries left by a consumer that stopped before merging them.
+
+    ``consumer`` limits it to one (dead) consumer's entries; ``older_than_s`` to entries no live
+    consumer is still about to merge. Returns how many messages were updated.
+    """
+    flt: Doc = {}
+    if consumer is not None:
+        flt["consumer"] = consumer
+    if older_than_s is not None:
+        flt["at"] = {"$lt": dt.datetime.now(dt.UTC) - dt.timedelta(seconds=older_than_s)}
+    n = 0
+    with dbm.translate_errors("merging the send journal"):
+        for doc in database[dbm.JOURNAL].find(flt):
+            updates, effects, refunds = entry_ops(doc["entries"], receipts_delay_s)
+            if updates:
+                database[dbm.MESSAGES].bulk_write(updates, ordered=False)
+            for key, k in refunds.items():
+                database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -k}})
+            apply_token_effects(database, effects, max_failures, dt.datetime.now(dt.UTC))
+            database[dbm.JOURNAL].delete_one({"_id": doc["_id"]})
+            n += len(updates)
+    if n:
+        log.info("merged %d outcomes left in the send journal", n)
+    return n
 
 
 class Recorder:
@@ -68,9 +158,17 @@ class Recorder:
         *,
         max_failures: int = 3,
         clock: Callable[[], dt.datetime] | None = None,
+        receipts_delay_s: float = 900.0,
+        busy: Callable[[], bool] | None = None,
+        max_defer_s: float = 5.0,
+        consumer: str = "",
     ) -> None:
         self.db = database
         self.max_failures = max_failures
+        self.receipts_delay_s = receipts_delay_s
+        self._is_busy = busy or (lambda: False)
+        self.max_defer_s = max_defer_s
+        self.consumer = consumer
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self._q: queue.Queue[Job | None] = queue.Queue()
         self._idle = threading.Event()
@@ -100,22 +198,48 @@ class Recorder:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
+        journaled: list[Job] = []  # durable in the journal, not yet merged into messages
         while True:
-            job = self._q.get()
+            try:
+                job = self._q.get(timeout=0.05 if journaled else None)
+            except queue.Empty:
+                job = _EMPTY
             if job is None:
+                if journaled:
+                    self._retry(self._merge, journaled)
+                    self._complete(journaled)
                 return
-            attempt = 0
-            while True:
-                try:
-                    self._apply(job)
-                    break
-                except (TransientError, PyMongoError) as exc:
-                    attempt += 1
-                    delay = compute_backoff(attempt, 0.2, 10.0, self._rng)
-                    log.warning(
-                        "recording outcomes failed (%s); retry %d in %.1f s", exc, attempt, delay
-                    )
-                    time.sleep(delay)
+            if job is not _EMPTY:
+                if job.journal is not None:
+                    self._retry(self._write_journal, [job])
+                    journaled.append(job)
+                else:
+                    self._retry(self._apply, job)
+                    self._complete([job])
+            if journaled and (
+                not self._is_busy()
+                or time.monotonic() - journaled[0].journaled_at > self.max_defer_s
+            ):
+                self._retry(self._merge, journaled)
+                self._complete(journaled)
+                journaled = []
+
+    def _retry(self, fn: Callable[[Any], None], arg: Any) -> None:
+        attempt = 0
+        while True:
+            try:
+                fn(arg)
+                return
+            except (TransientError, PyMongoError) as exc:
+                attempt += 1
+                delay = compute_backoff(attempt, 0.2, 10.0, self._rng)
+                log.warning(
+                    "recording outcomes failed (%s); retry %d in %.1f s", exc, attempt, delay
+                )
+                time.sleep(delay)
+
+    def _complete(self, jobs: list[Job]) -> None:
+        for job in jobs:
             for cat, outcome in job.outcomes:
                 metrics.MESSAGES.labels(cat, outcome).inc()
             if job.done is not None:
@@ -127,6 +251,37 @@ class Recorder:
                 self._busy -= 1
                 if self._busy == 0:
                     self._idle.set()
+
+    def _write_journal(self, jobs: list[Job]) -> None:
+        job = jobs[0]
+        if not job.journal_id:
+            job.journal_id = uuid.uuid4().hex
+        # A retry after an insert that went through finds it there: fine.
+        with dbm.translate_errors("journaling outcomes"), contextlib.suppress(DuplicateKeyError):
+            self.db[dbm.JOURNAL].insert_one(
+                {
+                    "_id": job.journal_id,
+                    "consumer": self.consumer,
+                    "at": self.clock(),
+                    "entries": job.journal,
+                }
+            )
+        job.journaled_at = time.monotonic()
+
+    def _merge(self, jobs: list[Job]) -> None:
+        updates: list[UpdateOne] = []
+        effects: list[TokenEffect] = []
+        refunds: dict[str, int] = {}
+        for job in jobs:
+            u, e, r = entry_ops(job.journal or [], self.receipts_delay_s)
+            updates += u
+            effects += e
+            for k, v in r.items():
+                refunds[k] = refunds.get(k, 0) + v
+        self._apply(Job(updates, effects, [], refunds))
+        with dbm.translate_errors("trimming the send journal"):
+            for job in jobs:
+                self.db[dbm.JOURNAL].delete_one({"_id": job.journal_id})
 
     def _apply(self, job: Job) -> None:
         with dbm.translate_errors("recording outcomes"):

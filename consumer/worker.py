@@ -29,9 +29,9 @@ from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
 from consumer import intent
-from consumer.expo_client import ExpoSender, OutgoingPush, PushOutcome
+from consumer.expo_client import ExpoSender, OutgoingPush, PreparedPush, PushOutcome
 from consumer.pending import PendingCache
-from consumer.recorder import Job, Recorder, TokenEffect, counts_against_token
+from consumer.recorder import Job, Recorder, merge_journal
 from consumer.timers import Timers
 from creator.janitor import attempt_id, outcome_unknown, take_guards
 from shared import db as dbm
@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 # A holder that vanished this close to (or after) a send instant may have sent: never resend.
 SEND_MARGIN = dt.timedelta(seconds=1)
+# Journal entries older than this belong to no consumer still about to merge them.
+JOURNAL_ORPHAN_S = 60.0
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Batch:
     sending: set[str] = field(default_factory=set)
     released: bool = False
     acked: bool = False
+    prepared: dict[str, PreparedPush] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -94,13 +97,18 @@ class Consumer:
         self._timers = Timers(f"{self.cid}-timers")
         self._prep = ThreadPoolExecutor(2, thread_name_prefix="prep")
         self._dispatch = ThreadPoolExecutor(8, thread_name_prefix="dispatch")
+        self._in_flight: set[str] = set()
         self._recorder = Recorder(
-            database, max_failures=settings.consumer.max_token_failures, clock=clock
+            database,
+            max_failures=settings.consumer.max_token_failures,
+            clock=clock,
+            receipts_delay_s=settings.consumer.receipts_delay_s,
+            busy=lambda: bool(self._in_flight),
+            consumer=self.cid,
         )
         self._pending = PendingCache(database, span_s=settings.creator.wakeup_window_seconds + 5)
         self._batches: dict[str, Batch] = {}
         self._lock = threading.Lock()
-        self._in_flight: set[str] = set()
         self._rng = random.Random()
         self.stop_event = threading.Event()
         self._changes_lock = threading.Lock()
@@ -115,6 +123,7 @@ class Consumer:
         try:
             while not self.stop_event.is_set():
                 try:
+                    self._merge_journal(older_than_s=JOURNAL_ORPHAN_S)
                     self._connect()
                     attempt = 0
                     if self._consume(burst, idle_s):
@@ -255,6 +264,10 @@ class Consumer:
             for it in keep:
                 groups[it.due_ms].append(it)
             self._write_attempts(w, groups, now)
+        # Token check, payload and size now, in the lead time: at the due instant only the
+        # requests remain.
+        for p in self.sender.prepare([self._push_of(w, i) for i in keep]):
+            batch.prepared[p.push.message_id] = p
         self._finish(key, batch, ends)
         metrics.HELD.inc(len(keep))
         for due_ms, its in groups.items():
@@ -265,6 +278,11 @@ class Consumer:
             )
         if not batch.open:
             self._maybe_ack(key, batch)
+
+    @staticmethod
+    def _push_of(w: WakeUp, i: Item) -> OutgoingPush:
+        data = {**(i.data or {}), "messageId": i.id, "category": w.category, "label": i.label}
+        return OutgoingPush(i.id, i.to, i.title, i.body, data)
 
     def _write_attempts(self, w: WakeUp, groups: dict[int, list[Item]], now: dt.datetime) -> None:
         """Record, before the due instant, what this consumer will send and when.
@@ -299,6 +317,14 @@ class Consumer:
                 self._changes = self._changed_since(self._now_ms() - back_ms)
                 self._changes_at = time.monotonic()
             return self._changes
+
+    def _merge_journal(self, **kw: Any) -> int:
+        return merge_journal(
+            self.db,
+            receipts_delay_s=self.settings.consumer.receipts_delay_s,
+            max_failures=self.settings.consumer.max_token_failures,
+            **kw,
+        )
 
     def _changed_since(self, planned_ms: int) -> set[str]:
         return intent.changed_users(self.db, dt.datetime.fromtimestamp(planned_ms / 1000, dt.UTC))
@@ -382,6 +408,7 @@ class Consumer:
     def _take_over(self, others: list[Item], now: dt.datetime, wakeup: str) -> set[str]:
         """A redelivered frame: take over guards whose holder stopped before sending."""
         got: set[str] = set()
+        merged: set[str] = set()
         for it in others:
             with self._lock:
                 if it.id in self._in_flight:
@@ -390,6 +417,11 @@ class Consumer:
             if guard is None:  # released by its holder (shutdown or lost broker): take it
                 got |= take_guards(self.db, [it.id], self.cid, now, wakeup=wakeup)
                 continue
+            owner = str(guard.get("owner"))
+            if owner != self.cid and owner not in merged:
+                # Outcomes the stopped holder journaled but never merged are the truth.
+                self._merge_journal(consumer=owner)
+                merged.add(owner)
             attempt = self.db[dbm.ATTEMPTS].find_one(
                 {"_id": attempt_id(guard.get("wakeup"), guard.get("owner"), it.due_ms)}
             )
@@ -443,17 +475,7 @@ class Consumer:
         with self._lock:
             self._in_flight.update(i.id for i in keep)
         by_id = {i.id: i for i in keep}
-        pushes = [
-            OutgoingPush(
-                i.id,
-                i.to,
-                i.title,
-                i.body,
-                {**(i.data or {}), "messageId": i.id, "category": w.category, "label": i.label},
-                category=None,
-            )
-            for i in keep
-        ]
+        pushes = [batch.prepared.get(i.id) or self._push_of(w, i) for i in keep]
         started = self.clock()
         for i in keep:
             metrics.LATENESS.labels(w.category).observe(max(0.0, (started - i.due).total_seconds()))
@@ -468,58 +490,33 @@ class Consumer:
     def _record(
         self, key: str, batch: Batch, by_id: dict[str, Item], outs: list[PushOutcome]
     ) -> None:
+        """Hand one request's outcomes to the recorder: journaled at once, merged later."""
         now = self.clock()
         w = batch.wake
-        updates: list[UpdateOne] = []
-        effects: list[TokenEffect] = []
-        outcomes: list[tuple[str, str]] = []
-        refunds: dict[str, int] = defaultdict(int)
-        check_after = now + dt.timedelta(seconds=self.settings.consumer.receipts_delay_s)
+        entries: list[Doc] = []
         for o in outs:
             it = by_id[o.message_id]
-            lateness = int((now - it.due).total_seconds() * 1000)
-            if o.ok:
-                fields: Doc = {
-                    "status": "success",
-                    "ticketId": o.ticket_id,
-                    "sentAt": now,
-                    "finishedAt": now,
-                    "lateness_ms": lateness,
-                    "reason": "accepted by Expo",
-                    "receipt": {"state": "pending", "checkAfter": check_after},
-                }
-                effects.append(TokenEffect(it.token_id, it.user, "ok"))
-                outcomes.append((w.category, "success"))
-            else:
-                fields = {
-                    "status": "failed",
-                    "finishedAt": now,
-                    "lateness_ms": lateness,
-                    "reason": o.message or o.error or "failed",
+            entries.append(
+                {
+                    "id": it.id,
+                    "ok": o.ok,
+                    "ticket": o.ticket_id,
                     "error": o.error,
+                    "message": o.message,
+                    "attempts": o.attempts,
+                    "token": it.token_id,
+                    "user": it.user,
+                    "cap": bool(it.cap),
+                    "ld": it.local_date,
+                    "due": it.due_ms,
+                    "at": now,
+                    "consumer": self.cid,
                 }
-                if o.device_not_registered:
-                    effects.append(TokenEffect(it.token_id, it.user, "dead", "DeviceNotRegistered"))
-                elif counts_against_token(o.error):
-                    effects.append(TokenEffect(it.token_id, it.user, "fail", o.error or "error"))
-                outcomes.append((w.category, "failed"))
-                if it.cap:
-                    refunds[f"{it.user}:{it.local_date}"] += 1
-            updates.append(
-                UpdateOne(
-                    {"_id": it.id},
-                    {"$set": {**fields, "consumer": self.cid}, "$inc": {"attempts": o.attempts}},
-                )
             )
+        outcomes = [(w.category, "success" if o.ok else "failed") for o in outs]
         ids = [o.message_id for o in outs]
         self._recorder.put(
-            Job(
-                updates,
-                effects,
-                outcomes,
-                dict(refunds),
-                done=lambda: self._close_ids(key, batch, ids),
-            )
+            Job(outcomes=outcomes, journal=entries, done=lambda: self._close_ids(key, batch, ids))
         )
 
     def _finish(self, key: str, batch: Batch, ends: list[tuple[Item, str, str]]) -> None:

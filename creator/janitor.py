@@ -65,6 +65,14 @@ def take_guards(
 
 def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     """Mark overdue pending messages terminal; return how many."""
+    from consumer.recorder import merge_journal  # outcomes a stopped consumer left unmerged
+
+    merge_journal(
+        database,
+        receipts_delay_s=settings.consumer.receipts_delay_s,
+        max_failures=settings.consumer.max_token_failures,
+        older_than_s=60.0,
+    )
     graces = {c: cs.grace_seconds for c, cs in settings.categories.items()}
     margin = dt.timedelta(seconds=settings.creator.janitor_margin_seconds)
     oldest_grace = dt.timedelta(seconds=min(graces.values(), default=0))

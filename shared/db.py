@@ -28,11 +28,23 @@ TOKENS = "notification_tokens"
 MESSAGES = "notification_messages"
 SENDS = "notification_sends"
 ATTEMPTS = "send_attempts"
+JOURNAL = "send_journal"
 CHANGES = "intent_changes"
 COUNTERS = "notification_counters"
 STATE = "planner_state"
 
-ALL_COLLECTIONS = (USERS, REMINDERS, TOKENS, MESSAGES, SENDS, ATTEMPTS, CHANGES, COUNTERS, STATE)
+ALL_COLLECTIONS = (
+    USERS,
+    REMINDERS,
+    TOKENS,
+    MESSAGES,
+    SENDS,
+    ATTEMPTS,
+    JOURNAL,
+    CHANGES,
+    COUNTERS,
+    STATE,
+)
 
 PENDING_UNIQUE = "pending_occurrence_unique"
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"

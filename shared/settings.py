@@ -78,7 +78,7 @@ class ExpoSettings(_Group):
     base_url: str = Field(default="http://127.0.0.1:8765", description="Expo host")
     access_token: SecretStr | None = Field(default=None, description="Expo access token")
     rate_per_second: float = Field(default=600.0, gt=0, description="client-side send limit")
-    concurrency: int = Field(default=4, ge=1, le=64, description="requests in flight")
+    concurrency: int = Field(default=6, ge=1, le=64, description="requests in flight")
     timeout_s: float = Field(default=10.0, gt=0, description="HTTP timeout per request")
     max_retries: int = Field(
         default=8,
