@@ -10,7 +10,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from creator.service import open_manager, open_planner, run_service
 from shared import logs
 from shared.errors import InputError
 from shared.settings import Settings
@@ -107,6 +106,8 @@ def _data(raw: str | None) -> dict[str, Any] | None:
 
 
 def cmd_creator(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_planner, run_service  # lazy: APScheduler, pymongo
+
     logs.setup(settings.log_level, settings.log_json)
     if args.once:
         with open_planner(settings) as planner:
@@ -119,6 +120,8 @@ def cmd_creator(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_users_upsert(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     quiet: Any = False
     if args.quiet_hours is not None:
         if args.quiet_hours.lower() == "none":
@@ -152,6 +155,8 @@ def cmd_users_upsert(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_users_show(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         user = m.get_user(args.user_id)
     print(json.dumps(user, default=str, indent=2))
@@ -159,6 +164,8 @@ def cmd_users_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reminders_add(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         r = m.add_reminder(
             args.user_id,
@@ -176,6 +183,8 @@ def cmd_reminders_add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reminders_list(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         rows = m.list_reminders(args.user_id)
     if args.json:
@@ -200,6 +209,8 @@ def cmd_reminders_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reminders_update(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     changes = {
         "category": args.category,
         "label": args.label,
@@ -222,6 +233,8 @@ def cmd_reminders_update(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reminders_remove(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         m.remove_reminder(args.reminder_id)
     print(f"reminder {args.reminder_id} removed")
@@ -229,6 +242,8 @@ def cmd_reminders_remove(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_tokens_register(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         t = m.register_token(args.user_id, device=args.device, token=args.token)
     print(t["_id"])
@@ -236,6 +251,8 @@ def cmd_tokens_register(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_tokens_unregister(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         n = m.unregister_token(token=args.token, device=args.device)
     print(f"{n} token(s) deactivated")
@@ -243,6 +260,8 @@ def cmd_tokens_unregister(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_tokens_list(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
     with open_manager(settings) as m:
         rows = m.list_tokens(args.user_id)
     if args.json:
