@@ -243,6 +243,7 @@ class ExpoSender:
         self,
         pushes: Sequence[OutgoingPush | PreparedPush],
         on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
+        before_request: Callable[[list[str]], None] | None = None,
     ) -> list[PushOutcome]:
         """Send ``pushes``; return one outcome per push, in the same order.
 
@@ -268,7 +269,7 @@ class ExpoSender:
         indexed = list(enumerate(pushes))
         step = MAX_MESSAGES_PER_REQUEST
         futures: list[Future[None]] = [
-            self._pool.submit(self._send_chunk, indexed[i : i + step], deliver)
+            self._pool.submit(self._send_chunk, indexed[i : i + step], deliver, before_request)
             for i in range(0, len(indexed), step)
         ]
         _, pending = wait(futures, return_when=FIRST_EXCEPTION)
@@ -374,6 +375,7 @@ class ExpoSender:
         self,
         chunk: list[tuple[int, OutgoingPush | PreparedPush]],
         deliver: Callable[[list[tuple[int, PushOutcome]]], None],
+        before_request: Callable[[list[str]], None] | None = None,
     ) -> None:
         outcomes: list[tuple[int, PushOutcome]] = []
         ready: list[tuple[int, OutgoingPush, _Message]] = []
@@ -387,6 +389,9 @@ class ExpoSender:
             else:
                 ready.append((index, push, checked))
         if ready:
+            if before_request is not None:
+                # Told which messages may leave from now on (the caller's crash record).
+                before_request([push.message_id for _, push, _ in ready])
             outcomes.extend(self._publish(ready))
             outcomes.sort(key=lambda item: item[0])
         deliver(outcomes)

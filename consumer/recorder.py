@@ -68,6 +68,7 @@ class Job:
     journal: list[Doc] | None = None  # outcome entries: journaled at once, merged later
     journal_id: str = ""
     journaled_at: float = 0.0
+    marker: str = ""  # the request's attempt record, removed once its outcomes are merged
 
 
 _EMPTY = Job()
@@ -144,6 +145,8 @@ def merge_journal(
             for key, k in refunds.items():
                 database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -k}})
             apply_token_effects(database, effects, max_failures, dt.datetime.now(dt.UTC))
+            if doc.get("marker"):
+                database[dbm.ATTEMPTS].delete_one({"_id": doc["marker"]})
             database[dbm.JOURNAL].delete_one({"_id": doc["_id"]})
             n += len(updates)
     if n:
@@ -281,6 +284,8 @@ class Recorder:
         self._apply(Job(updates, effects, [], refunds))
         with dbm.translate_errors("trimming the send journal"):
             for job in jobs:
+                if job.marker:
+                    self.db[dbm.ATTEMPTS].delete_one({"_id": job.marker})
                 self.db[dbm.JOURNAL].delete_one({"_id": job.journal_id})
 
     def _apply(self, job: Job) -> None:

@@ -24,21 +24,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pymongo import ReplaceOne, UpdateOne
+from pymongo import UpdateOne
 from pymongo.database import Database
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from consumer import intent
 from consumer.expo_client import ExpoSender, OutgoingPush, PreparedPush, PushOutcome
 from consumer.pending import PendingCache
 from consumer.recorder import Job, Recorder, merge_journal
 from consumer.timers import Timers
-from creator.janitor import attempt_id, outcome_unknown, take_guards
+from creator.janitor import maybe_sent, outcome_unknown, take_guards
 from shared import db as dbm
 from shared import metrics
 from shared.backoff import compute_backoff
 from shared.broker import Frame, StompClient
-from shared.clock import Clock, from_ms, utcnow
+from shared.clock import Clock, utcnow
 from shared.errors import TransientError
 from shared.settings import Settings
 from shared.wire import Item, WakeUp, WireError, decode
@@ -46,8 +46,6 @@ from shared.wire import Item, WakeUp, WireError, decode
 log = logging.getLogger(__name__)
 
 Doc = dict[str, Any]
-# A holder that vanished this close to (or after) a send instant may have sent: never resend.
-SEND_MARGIN = dt.timedelta(seconds=1)
 # Journal entries older than this belong to no consumer still about to merge them.
 JOURNAL_ORPHAN_S = 60.0
 
@@ -111,6 +109,7 @@ class Consumer:
         self._lock = threading.Lock()
         self._rng = random.Random()
         self.stop_event = threading.Event()
+        self._closing = False  # shutdown began: prepare nothing more, release instead
         self._changes_lock = threading.Lock()
         self._changes: set[str] = set()
         self._changes_at = float("-inf")
@@ -220,7 +219,7 @@ class Consumer:
     # -- preparation -------------------------------------------------------------------------
     def _prepare(self, key: str, batch: Batch) -> None:
         attempt = 0
-        while not batch.released:
+        while not batch.released and not self._closing:
             try:
                 self._prepare_once(key, batch)
                 return
@@ -263,12 +262,14 @@ class Consumer:
             groups: dict[int, list[Item]] = defaultdict(list)
             for it in keep:
                 groups[it.due_ms].append(it)
-            self._write_attempts(w, groups, now)
         # Token check, payload and size now, in the lead time: at the due instant only the
         # requests remain.
         for p in self.sender.prepare([self._push_of(w, i) for i in keep]):
             batch.prepared[p.push.message_id] = p
         self._finish(key, batch, ends)
+        if self._closing:  # shutdown began while preparing: give it back, unsent
+            self._release(batch, keep)
+            return
         metrics.HELD.inc(len(keep))
         for due_ms, its in groups.items():
             wait_s = (due_ms - self._now_ms()) / 1000
@@ -284,24 +285,27 @@ class Consumer:
         data = {**(i.data or {}), "messageId": i.id, "category": w.category, "label": i.label}
         return OutgoingPush(i.id, i.to, i.title, i.body, data)
 
-    def _write_attempts(self, w: WakeUp, groups: dict[int, list[Item]], now: dt.datetime) -> None:
-        """Record, before the due instant, what this consumer will send and when.
+    def _mark_attempt(self, ids: list[str]) -> None:
+        """Record, just before one Expo request, which messages may leave from now on.
 
-        Written here rather than at the due instant, where it would queue behind outcome writes
-        on a busy database. After a crash, a redelivered frame is resolved with it: taken over
-        before ``sendAt`` nothing had left; at or after it the pushes may have gone out.
+        After a crash this is what separates "maybe sent" (a request had started and no outcome
+        was journaled: ended ``failed``, outcome unknown, never resent) from "certainly not sent"
+        (taken over and sent). One small insert per 100 messages; a database hiccup here only
+        logs, since refusing to send would turn a blip into lost pushes.
         """
-        if not groups:
-            return
-        ops = [
-            ReplaceOne(
-                {"_id": attempt_id(w.id, self.cid, due_ms)},
-                {"ids": [i.id for i in its], "sendAt": from_ms(due_ms), "at": now},
-                upsert=True,
-            )
-            for due_ms, its in groups.items()
-        ]
-        self.db[dbm.ATTEMPTS].bulk_write(ops, ordered=False)
+        doc = {
+            "_id": f"{self.cid}:{min(ids)}",
+            "consumer": self.cid,
+            "ids": ids,
+            "at": self.clock(),
+        }
+        try:
+            with dbm.translate_errors("recording a send attempt"):
+                self.db[dbm.ATTEMPTS].insert_one(doc)
+        except DuplicateKeyError:
+            pass
+        except (TransientError, PyMongoError) as exc:
+            log.warning("could not record a send attempt (%s); sending anyway", exc)
 
     def _recent_changes(self) -> set[str]:
         """Users whose intent changed lately: one query shared by every batch due now.
@@ -408,7 +412,7 @@ class Consumer:
     def _take_over(self, others: list[Item], now: dt.datetime, wakeup: str) -> set[str]:
         """A redelivered frame: take over guards whose holder stopped before sending."""
         got: set[str] = set()
-        merged: set[str] = set()
+        merged: dict[str, set[str]] = {}
         for it in others:
             with self._lock:
                 if it.id in self._in_flight:
@@ -418,22 +422,20 @@ class Consumer:
                 got |= take_guards(self.db, [it.id], self.cid, now, wakeup=wakeup)
                 continue
             owner = str(guard.get("owner"))
-            if owner != self.cid and owner not in merged:
-                # Outcomes the stopped holder journaled but never merged are the truth.
-                self._merge_journal(consumer=owner)
-                merged.add(owner)
-            attempt = self.db[dbm.ATTEMPTS].find_one(
-                {"_id": attempt_id(guard.get("wakeup"), guard.get("owner"), it.due_ms)}
-            )
-            send_at = attempt.get("sendAt") if attempt else None
-            if send_at is not None and now >= send_at - SEND_MARGIN:
+            if owner not in merged:
+                # Outcomes the stopped holder journaled but never merged are the truth; its
+                # attempt records say which messages may have left without an outcome.
+                if owner != self.cid:
+                    self._merge_journal(consumer=owner)
+                merged[owner] = maybe_sent(self.db, owner)
+            if it.id in merged[owner]:
                 self.db[dbm.MESSAGES].update_one(
                     {"_id": it.id, "status": "pending"},
                     {
                         "$set": {
                             "status": "failed",
                             "finishedAt": now,
-                            "reason": outcome_unknown(guard.get("owner")),
+                            "reason": outcome_unknown(owner),
                         }
                     },
                 )
@@ -481,7 +483,9 @@ class Consumer:
             metrics.LATENESS.labels(w.category).observe(max(0.0, (started - i.due).total_seconds()))
         try:
             self.sender.send(
-                pushes, on_chunk_done=lambda outs: self._record(key, batch, by_id, outs)
+                pushes,
+                on_chunk_done=lambda outs: self._record(key, batch, by_id, outs),
+                before_request=self._mark_attempt,
             )
         finally:
             with self._lock:
@@ -515,8 +519,15 @@ class Consumer:
             )
         outcomes = [(w.category, "success" if o.ok else "failed") for o in outs]
         ids = [o.message_id for o in outs]
+        sent = [o.message_id for o in outs if o.attempts > 0]
+        marker = f"{self.cid}:{min(sent)}" if sent else ""
         self._recorder.put(
-            Job(outcomes=outcomes, journal=entries, done=lambda: self._close_ids(key, batch, ids))
+            Job(
+                outcomes=outcomes,
+                journal=entries,
+                marker=marker,
+                done=lambda: self._close_ids(key, batch, ids),
+            )
         )
 
     def _finish(self, key: str, batch: Batch, ends: list[tuple[Item, str, str]]) -> None:
@@ -609,6 +620,10 @@ class Consumer:
         """Finish what is due within the shutdown timeout, release the rest, then return."""
         timeout = self.settings.consumer.shutdown_timeout_s
         deadline = time.monotonic() + timeout
+        # Batches not yet prepared are left to other consumers (their frames are not acked);
+        # a preparation under way finishes its round trip and releases what it took.
+        self._closing = True
+        self._prep.shutdown(wait=True, cancel_futures=True)
         nxt = self._timers.next_at()
         while nxt is not None and nxt <= deadline:
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
@@ -627,7 +642,6 @@ class Consumer:
                 self._release(b, unsent)
         self._recorder.stop(timeout=5)
         self._timers.stop()
-        self._prep.shutdown(wait=False, cancel_futures=True)
         log.info("%s stopped: %d batches done", self.cid, self.stats["batches"])
 
     def _now_ms(self) -> int:

@@ -38,10 +38,11 @@ def outcome_unknown(owner: object) -> str:
     )
 
 
-def attempt_id(wakeup: object, owner: object, due: dt.datetime | int) -> str:
-    """Key of the record a consumer writes just before the Expo requests of one due instant."""
-    due_ms = due if isinstance(due, int) else int(due.timestamp() * 1000)
-    return f"{wakeup}:{owner}:{due_ms}"
+def maybe_sent(database: Database[Doc], owner: str) -> set[str]:
+    """Messages a consumer had started an Expo request for and has no merged outcome of."""
+    return {
+        i for d in database[dbm.ATTEMPTS].find({"consumer": owner}, {"ids": 1}) for i in d["ids"]
+    }
 
 
 def take_guards(
@@ -115,11 +116,9 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
             )
         else:
             guard = database[dbm.SENDS].find_one({"_id": d["_id"]}) or {}
-            attempt = None
-            if guard.get("wakeup"):
-                attempt = database[dbm.ATTEMPTS].find_one(
-                    {"_id": attempt_id(guard["wakeup"], guard.get("owner"), d["scheduledAt"])}
-                )
+            attempt = database[dbm.ATTEMPTS].find_one(
+                {"consumer": guard.get("owner"), "ids": d["_id"]}, {"_id": 1}
+            )
             if attempt is not None:
                 status, reason = "failed", outcome_unknown(guard.get("owner"))
             else:
