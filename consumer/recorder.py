@@ -296,6 +296,8 @@ class Recorder:
                 self.db[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -n}})
             if job.effects:
                 apply_token_effects(self.db, job.effects, self.max_failures, self.clock())
+            if job.marker and job.journal is None:
+                self.db[dbm.ATTEMPTS].delete_one({"_id": job.marker})
 
 
 def apply_token_effects(

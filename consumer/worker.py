@@ -285,20 +285,16 @@ class Consumer:
         data = {**(i.data or {}), "messageId": i.id, "category": w.category, "label": i.label}
         return OutgoingPush(i.id, i.to, i.title, i.body, data)
 
-    def _mark_attempt(self, ids: list[str]) -> None:
-        """Record, just before one Expo request, which messages may leave from now on.
+    def _mark_attempt(self, ids: list[str]) -> str:
+        """Record, just before a group's Expo requests, which messages may leave from now on.
 
         After a crash this is what separates "maybe sent" (a request had started and no outcome
         was journaled: ended ``failed``, outcome unknown, never resent) from "certainly not sent"
-        (taken over and sent). One small insert per 100 messages; a database hiccup here only
-        logs, since refusing to send would turn a blip into lost pushes.
+        (taken over and sent). One small insert per group; a database hiccup here only logs,
+        since refusing to send would turn a blip into lost pushes.
         """
-        doc = {
-            "_id": f"{self.cid}:{min(ids)}",
-            "consumer": self.cid,
-            "ids": ids,
-            "at": self.clock(),
-        }
+        marker = f"{self.cid}:{min(ids)}"
+        doc = {"_id": marker, "consumer": self.cid, "ids": ids, "at": self.clock()}
         try:
             with dbm.translate_errors("recording a send attempt"):
                 self.db[dbm.ATTEMPTS].insert_one(doc)
@@ -306,6 +302,7 @@ class Consumer:
             pass
         except (TransientError, PyMongoError) as exc:
             log.warning("could not record a send attempt (%s); sending anyway", exc)
+        return marker
 
     def _recent_changes(self) -> set[str]:
         """Users whose intent changed lately: one query shared by every batch due now.
@@ -482,11 +479,14 @@ class Consumer:
         for i in keep:
             metrics.LATENESS.labels(w.category).observe(max(0.0, (started - i.due).total_seconds()))
         try:
+            # One attempt record for the group, just before its first request (per request
+            # would be 5 times the inserts during a herd, on the database's critical path).
+            marker = self._mark_attempt([i.id for i in keep])
             self.sender.send(
-                pushes,
-                on_chunk_done=lambda outs: self._record(key, batch, by_id, outs),
-                before_request=self._mark_attempt,
+                pushes, on_chunk_done=lambda outs: self._record(key, batch, by_id, outs)
             )
+            # Queued behind the group's journal writes: once those are in, the record goes.
+            self._recorder.put(Job(marker=marker))
         finally:
             with self._lock:
                 self._in_flight.difference_update(by_id)
@@ -519,15 +519,8 @@ class Consumer:
             )
         outcomes = [(w.category, "success" if o.ok else "failed") for o in outs]
         ids = [o.message_id for o in outs]
-        sent = [o.message_id for o in outs if o.attempts > 0]
-        marker = f"{self.cid}:{min(sent)}" if sent else ""
         self._recorder.put(
-            Job(
-                outcomes=outcomes,
-                journal=entries,
-                marker=marker,
-                done=lambda: self._close_ids(key, batch, ids),
-            )
+            Job(outcomes=outcomes, journal=entries, done=lambda: self._close_ids(key, batch, ids))
         )
 
     def _finish(self, key: str, batch: Batch, ends: list[tuple[Item, str, str]]) -> None:
