@@ -425,6 +425,11 @@ class Consumer:
                 if owner != self.cid:
                     self._merge_journal(consumer=owner)
                 merged[owner] = maybe_sent(self.db, owner)
+            if (
+                self.db[dbm.MESSAGES].find_one({"_id": it.id, "status": "pending"}, {"_id": 1})
+                is None
+            ):
+                continue  # ended meanwhile (its journaled outcome was just merged): not ours
             if it.id in merged[owner]:
                 self.db[dbm.MESSAGES].update_one(
                     {"_id": it.id, "status": "pending"},
