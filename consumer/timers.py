@@ -28,10 +28,6 @@ class Timers:
             heapq.heappush(self._heap, (when, next(self._seq), fn))
             self._cv.notify()
 
-    def __len__(self) -> int:
-        with self._cv:
-            return len(self._heap)
-
     def next_at(self) -> float | None:
         with self._cv:
             return self._heap[0][0] if self._heap else None

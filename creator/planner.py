@@ -84,7 +84,6 @@ class Planner:
         self.settings = settings
         self.clock = clock
         self.on_armed: Callable[[int], None] | None = None
-        self.pipeline = True
 
     # -- public ----------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
@@ -225,15 +224,9 @@ class Planner:
         if not chunks:
             return
         armed = 0
-        if not self.pipeline:
-            ready_all = [self._insert(chunk, report) for chunk in chunks]
-            for ready in ready_all:
-                armed += len(self._publish(ready))
-            chunks = []
         with ThreadPoolExecutor(1, thread_name_prefix="plan-insert") as pool:
-            fut = pool.submit(self._insert, chunks[0], report) if chunks else None
-            for nxt in [*chunks[1:], None] if fut is not None else []:
-                assert fut is not None
+            fut = pool.submit(self._insert, chunks[0], report)
+            for nxt in [*chunks[1:], None]:
                 ready = fut.result()
                 if nxt is not None:
                     fut = pool.submit(self._insert, nxt, report)

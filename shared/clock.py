@@ -16,11 +16,3 @@ def utcnow() -> dt.datetime:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def to_ms(t: dt.datetime) -> int:
-    return int(t.timestamp() * 1000)
-
-
-def from_ms(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
