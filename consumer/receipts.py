@@ -95,7 +95,11 @@ class ReceiptPoller:
                         {"$set": {"receipt.state": "ok", "receipt.checkedAt": now}},
                     )
                 )
-                effects.append(TokenEffect(d["notificationTokenId"], d["userId"], "ok"))
+                effects.append(
+                    TokenEffect(
+                        d["notificationTokenId"], d["userId"], "ok", pushed_at=d.get("sentAt")
+                    )
+                )
                 counts["ok"] += 1
             else:
                 reason = f"receipt error {r.error}: {r.message}".strip()
@@ -116,7 +120,13 @@ class ReceiptPoller:
                 if r.device_not_registered or counts_against_token(r.error):
                     kind = "dead" if r.device_not_registered else "fail"
                     effects.append(
-                        TokenEffect(d["notificationTokenId"], d["userId"], kind, r.error or "")
+                        TokenEffect(
+                            d["notificationTokenId"],
+                            d["userId"],
+                            kind,
+                            r.error or "",
+                            d.get("sentAt"),
+                        )
                     )
                 counts[f"error:{r.error}"] += 1
             metrics.RECEIPTS.labels("ok" if r.ok else (r.error or "error")).inc()

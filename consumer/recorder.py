@@ -52,10 +52,15 @@ REQUEST_LEVEL = (
 
 @dataclass
 class TokenEffect:
+    """What one push says about its token. ``pushed_at`` is when that push was made: outcomes
+    (tickets, late receipts, a takeover's merge) arrive out of order, and "consecutive" failures
+    are counted in push order, not in the order their news arrives."""
+
     token_id: str
     user_id: str
     kind: str  # "dead" | "fail" | "ok"
     reason: str = ""
+    pushed_at: dt.datetime | None = None
 
 
 @dataclass
@@ -97,7 +102,7 @@ def entry_ops(
                     "checkAfter": at + dt.timedelta(seconds=receipts_delay_s),
                 },
             }
-            effects.append(TokenEffect(e["token"], e["user"], "ok"))
+            effects.append(TokenEffect(e["token"], e["user"], "ok", pushed_at=at))
         else:
             fields = {
                 "status": "failed",
@@ -107,9 +112,11 @@ def entry_ops(
                 "error": e.get("error"),
             }
             if e.get("error") == "DeviceNotRegistered":
-                effects.append(TokenEffect(e["token"], e["user"], "dead", "DeviceNotRegistered"))
+                effects.append(
+                    TokenEffect(e["token"], e["user"], "dead", "DeviceNotRegistered", at)
+                )
             elif counts_against_token(e.get("error")):
-                effects.append(TokenEffect(e["token"], e["user"], "fail", e.get("error") or ""))
+                effects.append(TokenEffect(e["token"], e["user"], "fail", e.get("error") or "", at))
             if e.get("cap"):
                 key = f"{e['user']}:{e['ld']}"
                 refunds[key] = refunds.get(key, 0) + 1
@@ -303,10 +310,19 @@ class Recorder:
 def apply_token_effects(
     database: Database[Doc], effects: list[TokenEffect], max_failures: int, now: dt.datetime
 ) -> None:
-    """Token hygiene: dead tokens off at once, N failures in a row off, a success resets."""
+    """Token hygiene: dead tokens off at once, N failures in a row off, a success resets.
+
+    "In a row" is by push instant, whatever order the outcomes arrive in: a failure counts only
+    if no success pushed after it has reset the count (``failureResetAt``), and a success resets
+    only if no failure pushed after it has been counted (``lastFailureAt``). A late receipt for
+    an old push therefore cannot wipe out newer failures, nor an old failure add to a newer run.
+    """
     changed: set[str] = set()
     tokens = database[dbm.TOKENS]
-    for e in effects:
+    ordered = sorted(effects, key=lambda e: e.pushed_at or now)
+    failing: set[str] | None = None  # tokens with failures, looked up once if a success needs it
+    for e in ordered:
+        at = e.pushed_at or now
         if e.kind == "dead":
             r = tokens.update_one(
                 {"_id": e.token_id, "isActive": True},
@@ -324,11 +340,25 @@ def apply_token_effects(
                 changed.add(e.user_id)
         elif e.kind == "fail":
             doc = tokens.find_one_and_update(
-                {"_id": e.token_id},
-                {"$inc": {"failureCount": 1}, "$set": {"updatedAt": now}},
+                {
+                    "_id": e.token_id,
+                    "$or": [
+                        {"failureResetAt": {"$exists": False}},
+                        {"failureResetAt": {"$lte": at}},
+                    ],
+                },
+                {
+                    "$inc": {"failureCount": 1},
+                    "$max": {"lastFailureAt": at},
+                    "$set": {"updatedAt": now},
+                },
                 return_document=True,
             )
-            if doc and doc.get("isActive") and int(doc.get("failureCount", 0)) >= max_failures:
+            if doc is None:
+                continue  # a success pushed later already reset the run this belonged to
+            if failing is not None:
+                failing.add(e.token_id)
+            if doc.get("isActive") and int(doc.get("failureCount", 0)) >= max_failures:
                 tokens.update_one(
                     {"_id": e.token_id, "isActive": True},
                     {
@@ -342,15 +372,30 @@ def apply_token_effects(
                 )
                 metrics.TOKENS_DEACTIVATED.labels("consecutive_failures").inc()
                 changed.add(e.user_id)
-    ok_ids = {e.token_id for e in effects if e.kind == "ok"}
-    if ok_ids:
-        # Only tokens that have failures need a reset: a small partial index finds them.
-        failing = {
-            d["_id"]
-            for d in tokens.find({"failureCount": {"$gt": 0}}, {"_id": 1}).hint("failing_tokens")
-        }
-        for tid in ok_ids & failing:
-            tokens.update_one({"_id": tid}, {"$set": {"failureCount": 0, "updatedAt": now}})
+        elif e.kind == "ok":
+            if failing is None:
+                # Only tokens that have failures need a reset: a small partial index finds them.
+                failing = {
+                    d["_id"]
+                    for d in tokens.find({"failureCount": {"$gt": 0}}, {"_id": 1}).hint(
+                        "failing_tokens"
+                    )
+                }
+            if e.token_id not in failing:
+                continue
+            r = tokens.update_one(
+                {
+                    "_id": e.token_id,
+                    "failureCount": {"$gt": 0},
+                    "$or": [
+                        {"lastFailureAt": {"$exists": False}},
+                        {"lastFailureAt": {"$lte": at}},
+                    ],
+                },
+                {"$set": {"failureCount": 0, "updatedAt": now}, "$max": {"failureResetAt": at}},
+            )
+            if r.modified_count:
+                failing.discard(e.token_id)
     if changed:
         record_changes(database, changed, now)
 

@@ -179,7 +179,9 @@ class Replayer:
                     "reason": f"accepted by Expo (replayed by {self.by})",
                     "receipt": {"state": "pending", "checkAfter": check_after},
                 }
-                effects.append(TokenEffect(d["notificationTokenId"], d["userId"], "ok"))
+                effects.append(
+                    TokenEffect(d["notificationTokenId"], d["userId"], "ok", pushed_at=now)
+                )
             else:
                 fields = {
                     "status": "failed",
@@ -190,11 +192,15 @@ class Replayer:
                 }
                 if o.device_not_registered:
                     effects.append(
-                        TokenEffect(d["notificationTokenId"], d["userId"], "dead", o.error or "")
+                        TokenEffect(
+                            d["notificationTokenId"], d["userId"], "dead", o.error or "", now
+                        )
                     )
                 elif counts_against_token(o.error):
                     effects.append(
-                        TokenEffect(d["notificationTokenId"], d["userId"], "fail", o.error or "")
+                        TokenEffect(
+                            d["notificationTokenId"], d["userId"], "fail", o.error or "", now
+                        )
                     )
             fields["replay.sentAt"] = now
             updates.append(

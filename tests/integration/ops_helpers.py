@@ -18,9 +18,17 @@ def run_cli(settings: Settings, *argv: str) -> int:
     return int(args.func(args, settings) or 0)
 
 
-def missed(world: Any, uids: list[str], *, hours_ago: float = 1.0, **kw: Any) -> list[str]:
-    """Messages due ``hours_ago`` that the janitor ends as is_missed (as in real life)."""
-    due = (utcnow() - dt.timedelta(hours=hours_ago)).replace(microsecond=0)
+def missed(
+    world: Any,
+    uids: list[str],
+    *,
+    hours_ago: float = 1.0,
+    due: dt.datetime | None = None,
+    **kw: Any,
+) -> list[str]:
+    """Messages due ``hours_ago`` (or at ``due``) that the janitor ends as is_missed, as in life."""
+    if due is None:
+        due = (utcnow() - dt.timedelta(hours=hours_ago)).replace(microsecond=0)
     kw.setdefault("category", "safety")
     docs = world.due_messages(uids, due, arm=False, **kw)
     sweep(world.db, world.settings, utcnow())

@@ -89,3 +89,54 @@ def test_a_success_resets_the_failure_count(world):
     assert doc["isActive"] is True  # 2 + reset + 2, never 3 in a row
     assert doc["failureCount"] == 2
     assert len(world.pushes_to(tok["token"])) == 1
+
+
+def _outcomes(world: World, uid: str, arrivals: list[tuple[int, str]]) -> dict:
+    """Apply one token's push outcomes as they arrive: (push number k, kind), push k made at
+    t0 + k s. Each arrival reaches the database on its own, as tickets and receipts do."""
+    from consumer.recorder import TokenEffect, apply_token_effects
+
+    tok = world.user(uid)
+    t0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+    for k, kind in arrivals:
+        effect = TokenEffect(tok["_id"], uid, kind, RATE, t0 + dt.timedelta(seconds=k))
+        apply_token_effects(world.db, [effect], 3, t0 + dt.timedelta(minutes=5))
+    doc = world.db[dbm.TOKENS].find_one({"_id": tok["_id"]})
+    assert doc is not None
+    return doc
+
+
+def test_a_late_receipt_for_an_old_success_does_not_wipe_out_newer_failures(world):
+    # Pushes 0..4: fail, fail, ok, fail, fail. Push 2's receipt (ok) arrives after push 3's
+    # ticket: the run since push 2 is still two failures long (this was a flaky CI failure).
+    arrivals = [(0, "fail"), (1, "fail"), (2, "ok"), (3, "fail"), (2, "ok"), (4, "fail")]
+    doc = _outcomes(world, "late-ok", arrivals)
+    assert (doc["isActive"], doc["failureCount"]) == (True, 2)
+
+
+def test_an_old_failure_arriving_after_a_reset_does_not_count(world):
+    # Push 1's failure (a receipt error) arrives after push 2's success reset the run.
+    arrivals = [(0, "fail"), (2, "ok"), (1, "fail"), (3, "fail"), (4, "fail")]
+    doc = _outcomes(world, "late-fail", arrivals)
+    assert (doc["isActive"], doc["failureCount"]) == (True, 2)
+
+
+def test_three_failures_deactivate_and_an_older_success_does_not_revive(world):
+    doc = _outcomes(world, "unlucky", [(1, "fail"), (2, "fail"), (3, "fail"), (0, "ok")])
+    assert (doc["isActive"], doc["failureCount"]) == (False, 3)
+    assert doc["deactivationReason"] == f"3 consecutive failures (last: {RATE})"
+
+
+def test_one_batch_is_applied_in_push_order(world):
+    from consumer.recorder import TokenEffect, apply_token_effects
+
+    tok = world.user("batch")
+    t0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+    kinds = ["fail", "fail", "ok", "fail", "fail"]
+    effects = [
+        TokenEffect(tok["_id"], "batch", k, RATE, t0 + dt.timedelta(seconds=i))
+        for i, k in enumerate(kinds)
+    ]
+    apply_token_effects(world.db, effects[::-1], 3, t0 + dt.timedelta(minutes=1))
+    doc = world.db[dbm.TOKENS].find_one({"_id": tok["_id"]})
+    assert (doc["isActive"], doc["failureCount"]) == (True, 2)

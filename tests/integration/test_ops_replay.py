@@ -3,12 +3,14 @@ a token that died since is cancelled with that reason; outcomes recorded as the 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 
 import pytest
 
 from consumer.expo_client import ExpoSender
+from shared.clock import utcnow
 from shared.replay import Replayer, Selection, select
 from tests.integration.ops_helpers import missed, run_cli
 
@@ -99,8 +101,9 @@ def test_dead_token_cancels_and_device_not_registered_deactivates(world):
 def test_selection_by_category_and_time_and_messages_show(world, capsys):
     world.user("s1", "UTC")
     old = missed(world, ["s1"], hours_ago=5, category="meal", label="breakfast")
-    new = missed(world, ["s1"], hours_ago=1, category="meal", label="lunch")
-    other = missed(world, ["s1"], hours_ago=1, category="safety", label="check")
+    hour_ago = (utcnow() - dt.timedelta(hours=1)).replace(microsecond=0)
+    new = missed(world, ["s1"], due=hour_ago, category="meal", label="lunch")
+    other = missed(world, ["s1"], due=hour_ago, category="safety", label="check")
     assert [d["_id"] for d in select(world.db, Selection(categories=["meal"]))] == old + new
     since = world.message(new[0])["scheduledAt"]
     assert [d["_id"] for d in select(world.db, Selection(since=since))] == sorted(new + other)
