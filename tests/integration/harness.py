@@ -210,6 +210,12 @@ class World:
         st = self.statuses(ids)
         return len(st) == len(ids) and all(s != "pending" for s in st.values())
 
+    def settled(self, ids: list[str]) -> bool:
+        """All terminal and every journaled outcome merged: a merge writes the messages'
+        statuses first and then the token and cap side effects, so a test that reads a token
+        as soon as the statuses are final can see it half way."""
+        return self.all_terminal(ids) and self.db[dbm.JOURNAL].count_documents({}) == 0
+
     def pushes_to(self, token: str) -> list[Doc]:
         return [p for p in self.fake.pushes() if p["to"] == token]
 

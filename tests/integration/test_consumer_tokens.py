@@ -42,7 +42,7 @@ def test_device_not_registered_at_ticket_deactivates_and_blocks_later_push(world
     ids = [d["_id"] for d in now_ids + later]
     by_user = {(d["userId"], d["label"]): d["_id"] for d in now_ids + later}
     world.start_consumer()
-    wait_for(lambda: world.all_terminal(ids), 20, what="all terminal")
+    wait_for(lambda: world.settled(ids), 20, what="all terminal and merged")
 
     assert world.message(by_user["dead", "now"])["status"] == "failed"
     assert world.message(by_user["dead", "now"])["error"] == "DeviceNotRegistered"
@@ -62,7 +62,7 @@ def test_three_consecutive_failures_deactivate_the_token(world):
     world.fake.configure(ticket_errors={tok["token"]: [RATE, RATE, RATE]})
     ids = _series(world, "flaky", 4, in_seconds(3), 1.0)
     world.start_consumer()
-    wait_for(lambda: world.all_terminal(ids), 20, what="all terminal")
+    wait_for(lambda: world.settled(ids), 20, what="all terminal and merged")
 
     st = world.statuses(ids)
     assert [st[i] for i in ids] == ["failed", "failed", "failed", "cancelled"]
@@ -81,7 +81,7 @@ def test_a_success_resets_the_failure_count(world):
     world.fake.configure(ticket_errors={tok["token"]: [RATE, RATE, "ok", RATE, RATE]})
     ids = _series(world, "wobbly", 5, in_seconds(3), 1.0)
     world.start_consumer()
-    wait_for(lambda: world.all_terminal(ids), 25, what="all terminal")
+    wait_for(lambda: world.settled(ids), 25, what="all terminal and merged")
 
     st = world.statuses(ids)
     assert [st[i] for i in ids] == ["failed", "failed", "success", "failed", "failed"]
