@@ -28,7 +28,7 @@ import functools
 import re
 import zoneinfo
 from collections.abc import Collection
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from shared.errors import InputError
 
@@ -58,9 +58,13 @@ class LocalTimeError(InputError):
     """A time zone, time of day, instant, offset or weekday the local-time core refuses."""
 
 
-@dataclass(frozen=True, slots=True)
-class Occurrence:
-    """One send: the user's local date it belongs to and the aware UTC instant it fires at."""
+class Occurrence(NamedTuple):
+    """One send: the user's local date it belongs to and the aware UTC instant it fires at.
+
+    Immutable and slotted; a named tuple because it is built for every reminder a planner
+    resolves, and a tuple is the cheapest immutable value Python can build (a frozen dataclass
+    costs half as much again).
+    """
 
     local_date: dt.date
     at: dt.datetime
@@ -135,14 +139,18 @@ def _checked_rule(
     return local_time.hour * 60 + local_time.minute, offset_minutes * 60, days
 
 
+_DAY_SETS = [frozenset(d for d in range(7) if mask >> d & 1) for mask in range(127)] + [_ALL_DAYS]
+
+
 def _weekday_set(weekdays: Collection[int]) -> frozenset[int]:
-    days = frozenset(weekdays)
-    if days and days <= _ALL_DAYS and set(map(type, days)) == {int}:  # True == 1: check types
-        return days
-    bad = sorted((d for d in days if type(d) is not int or not 0 <= d <= 6), key=repr)
-    if bad:
-        raise LocalTimeError(f"weekday must be 0 (Monday) to 6 (Sunday), got {bad[0]!r}")
-    raise LocalTimeError("weekdays is empty: the reminder would never fire")
+    mask = 0
+    for d in weekdays:
+        if type(d) is not int or not 0 <= d <= 6:  # type: True == 1, but is not a weekday
+            raise LocalTimeError(f"weekday must be 0 (Monday) to 6 (Sunday), got {d!r}")
+        mask |= 1 << d
+    if not mask:
+        raise LocalTimeError("weekdays is empty: the reminder would never fire")
+    return _DAY_SETS[mask]
 
 
 def _since_epoch(value: dt.datetime, name: str) -> dt.timedelta:
@@ -201,17 +209,8 @@ def _occurrence(ordinal: int, at: int) -> Occurrence:
     return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
-    """The one UTC offset of local dates utc_ordinal-3 .. utc_ordinal+9, or None if it changes.
-
-    That window holds every date ``_next_general`` could need for a search starting on this UTC
-    date (two days either side, plus up to six skipped weekdays), so when it is steady (most of
-    the year, in every zone) the answer is plain arithmetic. Transitions are at least 95 h apart,
-    so probing local midnight every 3 days cannot miss one.
-    """
+def _steady(tz: str, probes: tuple[int, ...]) -> int | None:
     zone = _load_zone(tz)
-    probes = (*range(utc_ordinal - 3, utc_ordinal + 10, 3), utc_ordinal + 10)
     offsets = {
         dt.datetime.combine(dt.date.fromordinal(o), _MIDNIGHT, zone).utcoffset() for o in probes
     }
@@ -220,6 +219,43 @@ def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
     (offset,) = offsets
     assert offset is not None
     return offset // _ONE_SECOND
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
+    """The one UTC offset of local dates utc_ordinal-3 .. utc_ordinal+3, or None if it changes.
+
+    The first date whose send is after a search starting on this UTC date is utc_ordinal-1 ..
+    utc_ordinal+2 (every UTC offset is under 24 h), and the arithmetic needs that date and the one
+    before it; a later date that a weekday filter picks is resolved on its own. Transitions are
+    at least 95 h apart, so probing local midnight every 3 days cannot miss one.
+    """
+    return _steady(tz, (utc_ordinal - 3, utc_ordinal, utc_ordinal + 3))
+
+
+def _next_by_days(
+    tz: str, minute: int, floor_s: int, days: frozenset[int]
+) -> tuple[int, int] | None:
+    """``_next_general``'s answer from per-day offsets when the transition is not on the answer's
+    date or the one before it (most searches near a transition); None when it is.
+
+    With local dates first-1 and first both steady at offset s, r(first-1) <= floor_s < r(first)
+    by construction. Earlier dates cannot send later and later dates cannot send earlier (sends
+    only reorder if the offset moves by a day or more, and then the date in between is skipped),
+    so the answer is the first allowed date from ``first`` on, resolved on its own.
+    """
+    tod = minute * 60
+    s = _day_offsets(tz, floor_s // _DAY + _EPOCH_ORD)[0]
+    first = (floor_s + s - tod) // _DAY + _EPOCH_ORD + 1
+    if _day_offsets(tz, first - 1) != (s, s) or _day_offsets(tz, first) != (s, s):
+        return None
+    ordinal = first
+    while (ordinal - 1) % 7 not in days:
+        ordinal += 1
+    if ordinal == first:
+        return ordinal, (ordinal - _EPOCH_ORD) * _DAY + tod - s
+    resolved = _resolve(tz, ordinal, minute)
+    return None if resolved is None else (ordinal, resolved[0])
 
 
 def _next_general(tz: str, minute: int, floor_s: int, days: frozenset[int]) -> tuple[int, int]:
@@ -257,24 +293,51 @@ def next_occurrence(
     scheduler calls after each send, for every reminder, so the usual case is one cache hit and
     integer arithmetic.
     """
-    minute, off, days = _checked_rule(local_time, tz, offset_minutes, weekdays)
-    since = _since_epoch(after, "after")
+    if (  # the checks of _checked_rule and _since_epoch, inline for the usual case
+        type(local_time) is dt.time
+        and local_time.tzinfo is None
+        and not local_time.second
+        and not local_time.microsecond
+        and type(tz) is str
+        and tz in _known_zones
+        and type(offset_minutes) is int
+        and -MAX_OFFSET_MINUTES <= offset_minutes <= MAX_OFFSET_MINUTES
+        and type(after) is dt.datetime
+        and after.tzinfo is dt.UTC
+    ):
+        minute = local_time.hour * 60 + local_time.minute
+        off = offset_minutes * 60
+        days = _ALL_DAYS if weekdays is None else _weekday_set(weekdays)
+        since = after - _EPOCH
+    else:
+        minute, off, days = _checked_rule(local_time, tz, offset_minutes, weekdays)
+        since = _since_epoch(after, "after")
     # Search before the offset: the send r + off > after  <=>  r > floor(after) - off, because
     # sends are whole seconds (timedelta keeps its microseconds non-negative: days*DAY+seconds
     # is the floor).
     floor_s = since.days * _DAY + since.seconds - off
-    steady = _steady_offset(tz, floor_s // _DAY + _EPOCH_ORD)
-    if steady is None:
-        ordinal, r = _next_general(tz, minute, floor_s, days)
-        return _occurrence(ordinal, r + off)
-    # No transition near: r(D) = wall(D) - steady grows by a day per date, so the answer is the
-    # first date with wall(D) - steady > floor_s, then the first allowed weekday from there.
-    tod = minute * 60
-    ordinal = (floor_s + steady - tod) // _DAY + _EPOCH_ORD + 1
-    while (ordinal - 1) % 7 not in days:  # ordinal 1 (0001-01-01) was a Monday
-        ordinal += 1
-    at = (ordinal - _EPOCH_ORD) * _DAY + tod - steady + off
-    return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
+    utc_ordinal = floor_s // _DAY + _EPOCH_ORD
+    steady = _steady_offset(tz, utc_ordinal)
+    if steady is not None:
+        # No transition near: r(D) = wall(D) - steady for local dates up to utc_ordinal+2, so
+        # the first date with r > floor_s is plain arithmetic, then the first allowed weekday.
+        tod = minute * 60
+        ordinal = (floor_s + steady - tod) // _DAY + _EPOCH_ORD + 1
+        if days is not _ALL_DAYS:
+            while (ordinal - 1) % 7 not in days:  # ordinal 1 (0001-01-01) was a Monday
+                ordinal += 1
+        if ordinal <= utc_ordinal + 2:
+            at = (ordinal - _EPOCH_ORD) * _DAY + tod - steady + off
+            return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
+        # A later weekday, past the steady window: it is still the answer (see _next_by_days),
+        # resolved on its own.
+        resolved = _resolve(tz, ordinal, minute)
+        if resolved is not None:
+            return _occurrence(ordinal, resolved[0] + off)
+    ordinal, r = _next_by_days(tz, minute, floor_s, days) or _next_general(
+        tz, minute, floor_s, days
+    )
+    return _occurrence(ordinal, r + off)
 
 
 def occurrences_between(
