@@ -389,19 +389,32 @@ class ExpoSender:
             else:
                 ready.append((index, push, checked))
         if ready:
+            first: Callable[[], None] | None = None
             if before_request is not None:
-                # Told which messages may leave from now on (the caller's crash record).
-                before_request([push.message_id for _, push, _ in ready])
-            outcomes.extend(self._publish(ready))
+                ids = [push.message_id for _, push, _ in ready]
+
+                def first() -> None:
+                    # Told which messages may leave from now on (the caller's crash record),
+                    # after the rate limiter let the request go: a request waiting its turn
+                    # when the process dies was certainly not sent.
+                    before_request(ids)
+
+            outcomes.extend(self._publish(ready, first))
             outcomes.sort(key=lambda item: item[0])
         deliver(outcomes)
 
     def _publish(
-        self, ready: list[tuple[int, OutgoingPush, _Message]]
+        self,
+        ready: list[tuple[int, OutgoingPush, _Message]],
+        before_first: Callable[[], None] | None = None,
     ) -> list[tuple[int, PushOutcome]]:
         messages = [message for _, _, message in ready]
         result = self._with_retries(
-            "send", len(messages), lambda client: client._publish_internal(messages), charge=True
+            "send",
+            len(messages),
+            lambda client: client._publish_internal(messages),
+            charge=True,
+            before_first=before_first,
         )
         outcomes: list[tuple[int, PushOutcome]] = []
         if isinstance(result, _Failure):
@@ -423,9 +436,16 @@ class ExpoSender:
         return outcomes
 
     def _with_retries(
-        self, kind: str, count: int, call: Callable[[PushClient], T], *, charge: bool
+        self,
+        kind: str,
+        count: int,
+        call: Callable[[PushClient], T],
+        *,
+        charge: bool,
+        before_first: Callable[[], None] | None = None,
     ) -> tuple[T, int] | _Failure:
-        """Run ``call`` with back-off on 429, 5xx and network errors; never raises."""
+        """Run ``call`` with back-off on 429, 5xx and network errors; never raises (except what
+        ``before_first``, run once just before the first try, raises)."""
         client = self._client()
         retries = self.settings.max_retries
         for attempt in range(1, retries + 2):
@@ -433,6 +453,8 @@ class ExpoSender:
                 waited = self._limiter.acquire(count)
                 if waited > 0:
                     self._emit("throttle", count=count, wait_s=waited)
+            if attempt == 1 and before_first is not None:
+                before_first()
             started = time.monotonic()
             try:
                 value = call(client)

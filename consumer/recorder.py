@@ -12,7 +12,6 @@ and in the janitor). A database outage only delays the writes: they are retried,
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import queue
@@ -26,7 +25,7 @@ from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import BulkWriteError, PyMongoError
 
 from creator.manage import record_changes
 from shared import db as dbm
@@ -214,25 +213,46 @@ class Recorder:
                 job = self._q.get(timeout=0.05 if journaled else None)
             except queue.Empty:
                 job = _EMPTY
+            if job is not None and job is not _EMPTY and job.journal is not None:
+                # Group commit: every journal entry queued meanwhile goes in the same write (a
+                # herd's requests return faster than one insert each can be made durable).
+                batch, job = self._take_journal_jobs(job)
+                self._retry(self._write_journal, batch)
+                journaled.extend(batch)
+                if job is _EMPTY:
+                    self._merge_if_due(journaled)
+                    continue
             if job is None:
                 if journaled:
                     self._retry(self._merge, journaled)
                     self._complete(journaled)
                 return
             if job is not _EMPTY:
-                if job.journal is not None:
-                    self._retry(self._write_journal, [job])
-                    journaled.append(job)
-                else:
-                    self._retry(self._apply, job)
-                    self._complete([job])
-            if journaled and (
-                not self._is_busy()
-                or time.monotonic() - journaled[0].journaled_at > self.max_defer_s
-            ):
-                self._retry(self._merge, journaled)
-                self._complete(journaled)
-                journaled = []
+                self._retry(self._apply, job)
+                self._complete([job])
+            self._merge_if_due(journaled)
+
+    def _take_journal_jobs(self, first: Job) -> tuple[list[Job], Job | None]:
+        """``first`` and the journal jobs queued right behind it; then the next other job
+        (``_EMPTY`` if none), which must wait for them to keep the queue's order."""
+        batch = [first]
+        while len(batch) < 64:
+            try:
+                nxt = self._q.get_nowait()
+            except queue.Empty:
+                return batch, _EMPTY
+            if nxt is None or nxt.journal is None:
+                return batch, nxt
+            batch.append(nxt)
+        return batch, _EMPTY
+
+    def _merge_if_due(self, journaled: list[Job]) -> None:
+        if journaled and (
+            not self._is_busy() or time.monotonic() - journaled[0].journaled_at > self.max_defer_s
+        ):
+            self._retry(self._merge, journaled)
+            self._complete(journaled)
+            journaled.clear()
 
     def _retry(self, fn: Callable[[Any], None], arg: Any) -> None:
         attempt = 0
@@ -263,12 +283,11 @@ class Recorder:
                     self._idle.set()
 
     def _write_journal(self, jobs: list[Job]) -> None:
-        job = jobs[0]
-        if not job.journal_id:
-            job.journal_id = uuid.uuid4().hex
-        # A retry after an insert that went through finds it there: fine.
-        with dbm.translate_errors("journaling outcomes"), contextlib.suppress(DuplicateKeyError):
-            self.db[dbm.JOURNAL].insert_one(
+        docs = []
+        for job in jobs:
+            if not job.journal_id:
+                job.journal_id = uuid.uuid4().hex
+            docs.append(
                 {
                     "_id": job.journal_id,
                     "consumer": self.consumer,
@@ -276,7 +295,17 @@ class Recorder:
                     "entries": job.journal,
                 }
             )
-        job.journaled_at = time.monotonic()
+        try:
+            with dbm.translate_errors("journaling outcomes"):
+                self.db[dbm.JOURNAL].insert_many(docs, ordered=False)
+        except BulkWriteError as exc:
+            # A retry after an insert that went through finds it there: fine. Anything else
+            # is raised for _retry.
+            if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
+                raise
+        now = time.monotonic()
+        for job in jobs:
+            job.journaled_at = now
 
     def _merge(self, jobs: list[Job]) -> None:
         updates: list[UpdateOne] = []

@@ -26,9 +26,10 @@ from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import PyMongoError
 
 from consumer import intent
+from consumer.attempts import AttemptLog
 from consumer.expo_client import ExpoSender, OutgoingPush, PreparedPush, PushOutcome
 from consumer.pending import PendingCache
 from consumer.recorder import Job, Recorder, merge_journal
@@ -104,6 +105,7 @@ class Consumer:
             busy=lambda: bool(self._in_flight),
             consumer=self.cid,
         )
+        self._attempts = AttemptLog(database, self.cid, clock)
         self._pending = PendingCache(database, span_s=settings.creator.wakeup_window_seconds + 5)
         self._batches: dict[str, Batch] = {}
         self._lock = threading.Lock()
@@ -285,25 +287,6 @@ class Consumer:
         data = {**(i.data or {}), "messageId": i.id, "category": w.category, "label": i.label}
         return OutgoingPush(i.id, i.to, i.title, i.body, data)
 
-    def _mark_attempt(self, ids: list[str]) -> str:
-        """Record, just before a group's Expo requests, which messages may leave from now on.
-
-        After a crash this is what separates "maybe sent" (a request had started and no outcome
-        was journaled: ended ``failed``, outcome unknown, never resent) from "certainly not sent"
-        (taken over and sent). One small insert per group; a database hiccup here only logs,
-        since refusing to send would turn a blip into lost pushes.
-        """
-        marker = f"{self.cid}:{min(ids)}"
-        doc = {"_id": marker, "consumer": self.cid, "ids": ids, "at": self.clock()}
-        try:
-            with dbm.translate_errors("recording a send attempt"):
-                self.db[dbm.ATTEMPTS].insert_one(doc)
-        except DuplicateKeyError:
-            pass
-        except (TransientError, PyMongoError) as exc:
-            log.warning("could not record a send attempt (%s); sending anyway", exc)
-        return marker
-
     def _recent_changes(self) -> set[str]:
         """Users whose intent changed lately: one query shared by every batch due now.
 
@@ -484,11 +467,14 @@ class Consumer:
         for i in keep:
             metrics.LATENESS.labels(w.category).observe(max(0.0, (started - i.due).total_seconds()))
         try:
-            # One attempt record for the group, just before its first request (per request
-            # would be 5 times the inserts during a herd, on the database's critical path).
-            marker = self._mark_attempt([i.id for i in keep])
+            # One attempt record per group, its ids added just before each request goes out
+            # (group-committed: see consumer/attempts.py), so a crash leaves only the requests
+            # in flight with an unknown outcome.
+            marker = f"{self.cid}:{min(by_id)}"
             self.sender.send(
-                pushes, on_chunk_done=lambda outs: self._record(key, batch, by_id, outs)
+                pushes,
+                on_chunk_done=lambda outs: self._record(key, batch, by_id, outs),
+                before_request=lambda ids: self._attempts.mark(marker, ids),
             )
             # Queued behind the group's journal writes: once those are in, the record goes.
             self._recorder.put(Job(marker=marker))
