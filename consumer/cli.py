@@ -9,7 +9,6 @@ import threading
 from typing import Any
 
 from consumer.expo_client import ExpoSender
-from consumer.receipts import ReceiptPoller
 from consumer.worker import Consumer
 from shared import db as dbm
 from shared import logs, metrics
@@ -81,6 +80,8 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
+    from consumer.receipts import ReceiptPoller  # not on the consumer's start-up path
+
     logs.setup(settings.log_level, settings.log_json)
     database = dbm.connect(settings.mongo)
     dbm.ensure_indexes(database)

@@ -27,10 +27,10 @@ from pymongo import UpdateOne
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from creator.manage import record_changes
 from shared import db as dbm
 from shared import metrics
 from shared.backoff import compute_backoff
+from shared.db import record_changes
 from shared.errors import TransientError
 
 log = logging.getLogger(__name__)

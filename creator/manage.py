@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -23,6 +23,7 @@ from pymongo.errors import DuplicateKeyError
 from creator.planner import STATE_ID, Planner
 from shared import db as dbm
 from shared.backoff import compute_backoff
+from shared.db import record_changes
 from shared.errors import InputError, NotFoundError, TransientError
 from shared.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.settings import Settings
@@ -50,12 +51,6 @@ def parse_weekdays(spec: str | Collection[int] | None) -> list[int] | None:
         if not isinstance(d, int) or not 0 <= d <= 6:
             raise InputError(f"weekday {d!r} is outside 0..6 (0 = Monday)")
     return days
-
-
-def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.datetime) -> None:
-    """Stamp the intent-change log so consumers recheck these users in full."""
-    for uid in set(user_ids):
-        database[dbm.CHANGES].update_one({"_id": uid}, {"$set": {"at": now}}, upsert=True)
 
 
 class Manager:

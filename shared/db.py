@@ -8,8 +8,9 @@ back-off; everything else propagates as a bug or a ``PermanentError``.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pymongo
@@ -152,6 +153,12 @@ def translate_errors(what: str) -> Iterator[None]:
         ):
             raise TransientError(f"database error while {what}: {exc}") from exc
         raise
+
+
+def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.datetime) -> None:
+    """Stamp the intent-change log so consumers recheck these users in full."""
+    for uid in set(user_ids):
+        database[CHANGES].update_one({"_id": uid}, {"$set": {"at": now}}, upsert=True)
 
 
 def is_duplicate_on_id(error: Doc) -> bool:
