@@ -6,14 +6,16 @@ import argparse
 import logging
 import signal
 import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
-from consumer.expo_client import ExpoSender
+from consumer.pushes import OutgoingPush, PreparedPush, PushOutcome, Sender
 from consumer.worker import Consumer
 from shared import db as dbm
 from shared import logs, metrics
 from shared.errors import InputError
-from shared.settings import Settings
+from shared.settings import ExpoSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,44 @@ def parse_categories(raw: str | None, settings: Settings) -> list[str]:
     return cats
 
 
+class BackgroundSender:
+    """The Expo sender, imported and built on a thread while the consumer connects.
+
+    ``consumer.expo_client`` pulls in requests and the Expo SDK, a good part of a consumer's
+    start-up; a consumer restarted after an outage first subscribes, checks and claims (mostly
+    waiting on the database), and only then needs the sender, so the import runs meanwhile.
+    """
+
+    def __init__(self, settings: ExpoSettings) -> None:
+        self._future: Future[Sender] = Future()
+        threading.Thread(
+            target=self._build, args=(settings,), name="expo-import", daemon=True
+        ).start()
+
+    def _build(self, settings: ExpoSettings) -> None:
+        try:
+            from consumer.expo_client import ExpoSender
+
+            self._future.set_result(ExpoSender(settings, on_event=metrics.expo_event))
+        except BaseException as exc:  # handed to whoever uses the sender first
+            self._future.set_exception(exc)
+
+    def prepare(self, pushes: Sequence[OutgoingPush]) -> list[PreparedPush]:
+        return self._future.result().prepare(pushes)
+
+    def send(
+        self,
+        pushes: Sequence[OutgoingPush | PreparedPush],
+        on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
+        before_request: Callable[[list[str]], None] | None = None,
+    ) -> list[PushOutcome]:
+        return self._future.result().send(pushes, on_chunk_done, before_request)
+
+    def close(self) -> None:
+        if self._future.exception() is None:
+            self._future.result().close()
+
+
 def _on_signals(fn: Any) -> None:
     def handler(*_: Any) -> None:
         fn()
@@ -54,8 +94,8 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
     logs.setup(settings.log_level, settings.log_json)
     cats = parse_categories(args.categories, settings)
     database = dbm.connect(settings.mongo)
+    sender = BackgroundSender(settings.expo)
     dbm.ensure_indexes(database)
-    sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
     consumer = Consumer(settings, database, sender, categories=cats)
 
     def health() -> dict[str, str | None]:
@@ -80,6 +120,7 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
+    from consumer.expo_client import ExpoSender
     from consumer.receipts import ReceiptPoller  # not on the consumer's start-up path
 
     logs.setup(settings.log_level, settings.log_json)

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import requests
 from exponent_server_sdk import PushClient, PushMessage, PushServerError
 
+from consumer.pushes import OutgoingPush, PreparedPush, PushOutcome, ReceiptOutcome
 from shared.backoff import compute_backoff
 from shared.errors import InputError, PermanentError, TransientError
 from shared.settings import ExpoSettings
@@ -50,53 +51,6 @@ _SDK_TOKEN_STAND_IN = "ExponentPushToken[stand-in]"
 
 T = TypeVar("T")
 EventHook = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True, slots=True)
-class OutgoingPush:
-    """One notification to one device. ``category`` is sent as Expo's ``categoryId``."""
-
-    message_id: str
-    to: str
-    title: str | None
-    body: str | None
-    data: dict[str, Any] | None
-    category: str | None = None
-    ttl: int | None = None
-    priority: str | None = None
-    sound: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PushOutcome:
-    """What became of one push. ``error`` is a short code (``DeviceNotRegistered``,
-    ``MessageTooBig``, ``InvalidToken``, ``UNAUTHORIZED``, ``HTTP 500 after 5 retries``...),
-    ``message`` a sentence a person can read; ``attempts`` counts HTTP requests (0 = refused
-    before sending)."""
-
-    message_id: str
-    ok: bool
-    ticket_id: str | None
-    error: str | None
-    message: str = ""
-    attempts: int = 1
-
-    @property
-    def device_not_registered(self) -> bool:
-        """The token is dead: stop sending to it."""
-        return self.error == "DeviceNotRegistered"
-
-
-@dataclass(frozen=True, slots=True)
-class ReceiptOutcome:
-    ticket_id: str
-    ok: bool
-    error: str | None
-    message: str = ""
-
-    @property
-    def device_not_registered(self) -> bool:
-        return self.error == "DeviceNotRegistered"
 
 
 class _Message(PushMessage):
@@ -118,18 +72,6 @@ class _Message(PushMessage):
 
 
 _TicketRef = namedtuple("_TicketRef", ["id"])  # what check_receipts_multiple reads
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedPush:
-    """A push checked and built ahead of time (``ExpoSender.prepare``), ready to go on the wire.
-
-    A consumer prepares a batch during its lead time, so that at the due instant only the
-    requests remain: token check, payload mapping and size check are already done.
-    """
-
-    push: OutgoingPush
-    ready: Any  # the SDK message with its payload built, or the PushOutcome of a refusal
 
 
 class RateLimiter:

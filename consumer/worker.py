@@ -30,8 +30,8 @@ from pymongo.errors import PyMongoError
 
 from consumer import intent
 from consumer.attempts import AttemptLog
-from consumer.expo_client import ExpoSender, OutgoingPush, PreparedPush, PushOutcome
 from consumer.pending import PendingCache
+from consumer.pushes import OutgoingPush, PreparedPush, PushOutcome, Sender
 from consumer.recorder import Job, Recorder, merge_journal
 from consumer.timers import Timers
 from creator.janitor import maybe_sent, outcome_unknown, take_guards
@@ -72,7 +72,7 @@ class Consumer:
         self,
         settings: Settings,
         database: Database[Doc],
-        sender: ExpoSender,
+        sender: Sender,
         *,
         categories: list[str] | None = None,
         clock: Clock = utcnow,
@@ -265,8 +265,12 @@ class Consumer:
             for it in keep:
                 groups[it.due_ms].append(it)
         # Token check, payload and size now, in the lead time: at the due instant only the
-        # requests remain.
-        for p in self.sender.prepare([self._push_of(w, i) for i in keep]):
+        # requests remain. What is already due (a late wake-up, a restart after an outage) goes
+        # at once instead, built by the sending threads chunk by chunk while other chunks' requests
+        # are out, so the first request does not wait for every payload of the wake-up.
+        due_now = self._now_ms() + 50
+        later = [i for i in keep if i.due_ms > due_now]
+        for p in self.sender.prepare([self._push_of(w, i) for i in later]):
             batch.prepared[p.push.message_id] = p
         self._finish(key, batch, ends)
         if self._closing:  # shutdown began while preparing: give it back, unsent

@@ -30,7 +30,8 @@ def test_the_consumer_command_does_not_import_the_other_commands():
     code = (
         "import sys; from shared.cli import build_parser; build_parser('consumer'); "
         "print(','.join(m for m in ('shared.fake_expo', 'shared.ops', 'creator.cli', "
-        "'creator.planner', 'shared.services', 'consumer.receipts', 'rich') if m in sys.modules))"
+        "'creator.planner', 'shared.services', 'consumer.receipts', 'rich', "
+        "'consumer.expo_client', 'requests') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

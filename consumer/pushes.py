@@ -1,0 +1,86 @@
+"""What the consumer hands the Expo sender and gets back: plain values, no HTTP, no SDK.
+
+Kept apart from ``consumer.expo_client`` so that a consumer can start consuming while that
+module (requests and the Expo SDK, a sizeable share of its start-up) is still being imported in
+the background: see ``consumer.cli.BackgroundSender``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingPush:
+    """One notification to one device. ``category`` is sent as Expo's ``categoryId``."""
+
+    message_id: str
+    to: str
+    title: str | None
+    body: str | None
+    data: dict[str, Any] | None
+    category: str | None = None
+    ttl: int | None = None
+    priority: str | None = None
+    sound: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushOutcome:
+    """What became of one push. ``error`` is a short code (``DeviceNotRegistered``,
+    ``MessageTooBig``, ``InvalidToken``, ``UNAUTHORIZED``, ``HTTP 500 after 5 retries``...),
+    ``message`` a sentence a person can read; ``attempts`` counts HTTP requests (0 = refused
+    before sending)."""
+
+    message_id: str
+    ok: bool
+    ticket_id: str | None
+    error: str | None
+    message: str = ""
+    attempts: int = 1
+
+    @property
+    def device_not_registered(self) -> bool:
+        """The token is dead: stop sending to it."""
+        return self.error == "DeviceNotRegistered"
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptOutcome:
+    ticket_id: str
+    ok: bool
+    error: str | None
+    message: str = ""
+
+    @property
+    def device_not_registered(self) -> bool:
+        return self.error == "DeviceNotRegistered"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedPush:
+    """A push checked and built ahead of time (``ExpoSender.prepare``), ready to go on the wire.
+
+    A consumer prepares a batch during its lead time, so that at the due instant only the
+    requests remain: token check, payload mapping and size check are already done.
+    """
+
+    push: OutgoingPush
+    ready: Any  # the SDK message with its payload built, or the PushOutcome of a refusal
+
+
+class Sender(Protocol):
+    """What the consumer needs of a sender (``ExpoSender`` is the one real implementation)."""
+
+    def prepare(self, pushes: Sequence[OutgoingPush]) -> list[PreparedPush]: ...
+
+    def send(
+        self,
+        pushes: Sequence[OutgoingPush | PreparedPush],
+        on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
+        before_request: Callable[[list[str]], None] | None = None,
+    ) -> list[PushOutcome]: ...
+
+    def close(self) -> None: ...
