@@ -209,18 +209,6 @@ def _occurrence(ordinal: int, at: int) -> Occurrence:
     return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
 
 
-def _steady(tz: str, probes: tuple[int, ...]) -> int | None:
-    zone = _load_zone(tz)
-    offsets = {
-        dt.datetime.combine(dt.date.fromordinal(o), _MIDNIGHT, zone).utcoffset() for o in probes
-    }
-    if len(offsets) != 1:
-        return None
-    (offset,) = offsets
-    assert offset is not None
-    return offset // _ONE_SECOND
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
     """The one UTC offset of local dates utc_ordinal-3 .. utc_ordinal+3, or None if it changes.
@@ -230,7 +218,36 @@ def _steady_offset(tz: str, utc_ordinal: int) -> int | None:
     before it; a later date that a weekday filter picks is resolved on its own. Transitions are
     at least 95 h apart, so probing local midnight every 3 days cannot miss one.
     """
-    return _steady(tz, (utc_ordinal - 3, utc_ordinal, utc_ordinal + 3))
+    zone = _load_zone(tz)
+    offsets = {
+        dt.datetime.combine(dt.date.fromordinal(o), _MIDNIGHT, zone).utcoffset()
+        for o in (utc_ordinal - 3, utc_ordinal, utc_ordinal + 3)
+    }
+    if len(offsets) != 1:
+        return None
+    (offset,) = offsets
+    assert offset is not None
+    return offset // _ONE_SECOND
+
+
+def _from_first(
+    tz: str, minute: int, first: int, s: int, days: frozenset[int], steady_until: int
+) -> tuple[int, int] | None:
+    """(ordinal, r) of the first allowed date from ``first`` on, the first date whose send is
+    after the search's floor; dates up to ``steady_until`` are known steady at offset ``s``.
+
+    Earlier dates cannot send later and later dates cannot send earlier (sends only reorder if
+    the offset moves by a day or more, and then the date in between is skipped), so a later
+    allowed date is still the answer, resolved on its own; None if that date does not exist.
+    """
+    ordinal = first
+    if days is not _ALL_DAYS:
+        while (ordinal - 1) % 7 not in days:  # ordinal 1 (0001-01-01) was a Monday
+            ordinal += 1
+    if ordinal <= steady_until:
+        return ordinal, (ordinal - _EPOCH_ORD) * _DAY + minute * 60 - s
+    resolved = _resolve(tz, ordinal, minute)
+    return None if resolved is None else (ordinal, resolved[0])
 
 
 def _next_by_days(
@@ -240,22 +257,13 @@ def _next_by_days(
     date or the one before it (most searches near a transition); None when it is.
 
     With local dates first-1 and first both steady at offset s, r(first-1) <= floor_s < r(first)
-    by construction. Earlier dates cannot send later and later dates cannot send earlier (sends
-    only reorder if the offset moves by a day or more, and then the date in between is skipped),
-    so the answer is the first allowed date from ``first`` on, resolved on its own.
+    by construction, so ``first`` is the first date whose send is after floor_s.
     """
-    tod = minute * 60
     s = _day_offsets(tz, floor_s // _DAY + _EPOCH_ORD)[0]
-    first = (floor_s + s - tod) // _DAY + _EPOCH_ORD + 1
+    first = (floor_s + s - minute * 60) // _DAY + _EPOCH_ORD + 1
     if _day_offsets(tz, first - 1) != (s, s) or _day_offsets(tz, first) != (s, s):
         return None
-    ordinal = first
-    while (ordinal - 1) % 7 not in days:
-        ordinal += 1
-    if ordinal == first:
-        return ordinal, (ordinal - _EPOCH_ORD) * _DAY + tod - s
-    resolved = _resolve(tz, ordinal, minute)
-    return None if resolved is None else (ordinal, resolved[0])
+    return _from_first(tz, minute, first, s, days, first)
 
 
 def _next_general(tz: str, minute: int, floor_s: int, days: frozenset[int]) -> tuple[int, int]:
@@ -318,24 +326,16 @@ def next_occurrence(
     floor_s = since.days * _DAY + since.seconds - off
     utc_ordinal = floor_s // _DAY + _EPOCH_ORD
     steady = _steady_offset(tz, utc_ordinal)
+    found = None
     if steady is not None:
         # No transition near: r(D) = wall(D) - steady for local dates up to utc_ordinal+2, so
-        # the first date with r > floor_s is plain arithmetic, then the first allowed weekday.
-        tod = minute * 60
-        ordinal = (floor_s + steady - tod) // _DAY + _EPOCH_ORD + 1
-        if days is not _ALL_DAYS:
-            while (ordinal - 1) % 7 not in days:  # ordinal 1 (0001-01-01) was a Monday
-                ordinal += 1
-        if ordinal <= utc_ordinal + 2:
-            at = (ordinal - _EPOCH_ORD) * _DAY + tod - steady + off
-            return Occurrence(dt.date.fromordinal(ordinal), dt.datetime.fromtimestamp(at, dt.UTC))
-        # A later weekday, past the steady window: it is still the answer (see _next_by_days),
-        # resolved on its own.
-        resolved = _resolve(tz, ordinal, minute)
-        if resolved is not None:
-            return _occurrence(ordinal, resolved[0] + off)
-    ordinal, r = _next_by_days(tz, minute, floor_s, days) or _next_general(
-        tz, minute, floor_s, days
+        # the first date with r > floor_s is plain arithmetic.
+        first = (floor_s + steady - minute * 60) // _DAY + _EPOCH_ORD + 1
+        found = _from_first(tz, minute, first, steady, days, utc_ordinal + 2)
+    ordinal, r = (
+        found
+        or _next_by_days(tz, minute, floor_s, days)
+        or _next_general(tz, minute, floor_s, days)
     )
     return _occurrence(ordinal, r + off)
 
