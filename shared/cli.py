@@ -1,6 +1,6 @@
 """The ``tzpush`` command: one CLI, subcommands registered by the modules that own them.
 
-Each module listed in ``COMMAND_MODULES`` exposes ``register(subparsers)`` which adds its
+Each module named in ``COMMANDS`` exposes ``register(subparsers)`` which adds its
 subcommands and sets ``func=handler`` on each; a handler takes ``(args, settings)`` and returns
 an exit code. Settings are read once here, never deeper.
 """
@@ -14,14 +14,6 @@ import sys
 from collections.abc import Sequence
 
 from shared.errors import InputError, NotFoundError, TzpushError
-
-COMMAND_MODULES: list[str] = [
-    "shared.services",
-    "shared.fake_expo",
-    "creator.cli",
-    "consumer.cli",
-    "shared.ops",
-]
 
 # Which module registers each command, so a command imports only its own module: a consumer
 # restarting after an outage is sending sooner without the demo's, the fake's and the
@@ -42,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "messages": "shared.ops",
     "demo": "shared.ops",
 }
+COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
