@@ -72,7 +72,7 @@ class Job:
     journal: list[Doc] | None = None  # outcome entries: journaled at once, merged later
     journal_id: str = ""
     journaled_at: float = 0.0
-    marker: str = ""  # the request's attempt record, removed once its outcomes are merged
+    marker: str = ""  # a sent group's attempt record, removed once the group's journal is in
 
 
 _EMPTY = Job()
@@ -146,13 +146,9 @@ def merge_journal(
     with dbm.translate_errors("merging the send journal"):
         for doc in database[dbm.JOURNAL].find(flt):
             updates, effects, refunds = entry_ops(doc["entries"], receipts_delay_s)
-            if updates:
-                database[dbm.MESSAGES].bulk_write(updates, ordered=False)
-            for key, k in refunds.items():
-                database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -k}})
-            apply_token_effects(database, effects, max_failures, dt.datetime.now(dt.UTC))
-            if doc.get("marker"):
-                database[dbm.ATTEMPTS].delete_one({"_id": doc["marker"]})
+            apply_outcomes(
+                database, updates, effects, refunds, max_failures, dt.datetime.now(dt.UTC)
+            )
             database[dbm.JOURNAL].delete_one({"_id": doc["_id"]})
             n += len(updates)
     if n:
@@ -320,20 +316,37 @@ class Recorder:
         self._apply(Job(updates, effects, [], refunds))
         with dbm.translate_errors("trimming the send journal"):
             for job in jobs:
-                if job.marker:
-                    self.db[dbm.ATTEMPTS].delete_one({"_id": job.marker})
                 self.db[dbm.JOURNAL].delete_one({"_id": job.journal_id})
 
     def _apply(self, job: Job) -> None:
         with dbm.translate_errors("recording outcomes"):
-            if job.updates:
-                self.db[dbm.MESSAGES].bulk_write(job.updates, ordered=False)
-            for key, n in job.cap_refunds.items():
-                self.db[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -n}})
-            if job.effects:
-                apply_token_effects(self.db, job.effects, self.max_failures, self.clock())
-            if job.marker and job.journal is None:
+            apply_outcomes(
+                self.db,
+                job.updates,
+                job.effects,
+                job.cap_refunds,
+                self.max_failures,
+                self.clock(),
+            )
+            if job.marker:
                 self.db[dbm.ATTEMPTS].delete_one({"_id": job.marker})
+
+
+def apply_outcomes(
+    database: Database[Doc],
+    updates: list[UpdateOne],
+    effects: list[TokenEffect],
+    cap_refunds: dict[str, int],
+    max_failures: int,
+    now: dt.datetime,
+) -> None:
+    """Message updates, cap refunds (counter id -> reservations back) and token hygiene."""
+    if updates:
+        database[dbm.MESSAGES].bulk_write(updates, ordered=False)
+    for key, n in cap_refunds.items():
+        database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -n}})
+    if effects:
+        apply_token_effects(database, effects, max_failures, now)
 
 
 def apply_token_effects(
