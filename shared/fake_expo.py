@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import itertools
 import json
 import random
@@ -387,6 +386,8 @@ class FakeExpo:
 
     def _scripted_error(self, token: str) -> str | None:
         """The next scripted ticket error for ``token`` (None: a normal ticket)."""
+        if not self.ticket_errors:  # the usual case, read without the lock every push takes
+            return None
         with self._lock:
             script = self.ticket_errors.get(token)
             if not script:
@@ -483,6 +484,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, so a client's Session reuses connections
     disable_nagle_algorithm = True
+    # Buffered replies: status, headers and body leave in one write (flushed after each request
+    # by handle_one_request), not one send per header line and body.
+    wbufsize = 64 * 1024
     timeout = 120  # drop idle keep-alive connections eventually
     server: _Server
 
@@ -520,7 +524,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
             self.server.fake._count("gzip_requests")
             try:
-                raw = gzip.decompress(raw)
+                raw = zlib.decompress(raw, wbits=31)  # gzip.decompress is the same in Python
             except (OSError, EOFError, zlib.error):
                 fake = self.server.fake
                 self._reply(*fake._bad_request("VALIDATION_ERROR", "bad gzip body"))
