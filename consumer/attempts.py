@@ -8,9 +8,13 @@ neither was certainly never sent, and whoever takes over sends it.
 The record is written per request, so a crash leaves at most the requests in flight unknown, not
 a whole due group. That is a database write in front of every request; to keep it off a herd's
 critical path the writes are group-committed: whichever request thread finds no write running
-writes every mark queued so far in one bulk write (one upserted document per due group, ids
-pushed onto it), and the threads that queued behind it wait for that write, not for their own.
-During a herd that is a handful of writes, not one per request.
+writes every mark queued so far as ONE inserted document, and the threads that queued behind it
+wait for that write, not for their own. During a herd that is a few dozen plain inserts, not one
+write per request (an upsert pushing onto a growing array cost the database twice as much).
+
+A record is deleted once every due group it holds ids of has its outcomes journaled
+(``release``); the recorder deletes them in bulk when nothing is being sent. Whatever a crash
+leaves behind expires with the TTL index.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import uuid
 from typing import Any
 
-from pymongo import UpdateOne
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
@@ -42,7 +46,9 @@ class AttemptLog:
         self._seq = 0  # marks queued so far
         self._durable = 0  # marks written so far (or given up on)
         self._writing = False
-        self.writes = 0  # bulk writes made (for tests and the bench)
+        self.writes = 0  # records written (for tests and the bench)
+        self._docs_of: dict[str, set[str]] = {}  # due group (marker) -> records holding its ids
+        self._open: dict[str, set[str]] = {}  # record -> due groups not yet released
 
     def mark(self, marker: str, ids: list[str]) -> None:
         """Return once ``ids`` are recorded under ``marker`` as possibly sent.
@@ -62,32 +68,44 @@ class AttemptLog:
                 self._queued = []
                 self._writing = True
                 self._cv.release()
+                written = None
                 try:
-                    self._write(batch, self.clock())
+                    written = self._write(batch, self.clock())
                 finally:
                     self._cv.acquire()
                     self._writing = False
                     self._durable = upto
+                    if written is not None:
+                        for m, _ in batch:
+                            self._docs_of.setdefault(m, set()).add(written)
+                            self._open.setdefault(written, set()).add(m)
                     self._cv.notify_all()
 
-    def _write(self, batch: list[tuple[str, list[str]]], now: dt.datetime) -> None:
-        by_marker: dict[str, list[str]] = {}
-        for marker, ids in batch:
-            by_marker.setdefault(marker, []).extend(ids)
-        ops = [
-            UpdateOne(
-                {"_id": marker},
-                {
-                    "$push": {"ids": {"$each": ids}},
-                    "$setOnInsert": {"consumer": self.consumer, "at": now},
-                },
-                upsert=True,
-            )
-            for marker, ids in by_marker.items()
-        ]
+    def release(self, marker: str) -> list[str]:
+        """Due group ``marker`` has every outcome journaled: the records now free to delete."""
+        free: list[str] = []
+        with self._cv:
+            for rec in self._docs_of.pop(marker, set()):
+                groups = self._open.get(rec, set())
+                groups.discard(marker)
+                if not groups:
+                    self._open.pop(rec, None)
+                    free.append(rec)
+        return free
+
+    def _write(self, batch: list[tuple[str, list[str]]], now: dt.datetime) -> str | None:
+        rec = f"{self.consumer}:{uuid.uuid4().hex[:16]}"
+        doc: Doc = {
+            "_id": rec,
+            "consumer": self.consumer,
+            "at": now,
+            "ids": [i for _, ids in batch for i in ids],
+        }
         try:
             with dbm.translate_errors("recording a send attempt"):
-                self.db[dbm.ATTEMPTS].bulk_write(ops, ordered=False)
+                self.db[dbm.ATTEMPTS].insert_one(doc)
             self.writes += 1
+            return rec
         except (TransientError, PyMongoError) as exc:
             log.warning("could not record a send attempt (%s); sending anyway", exc)
+            return None

@@ -97,6 +97,7 @@ class Consumer:
         self._prep = ThreadPoolExecutor(2, thread_name_prefix="prep")
         self._dispatch = ThreadPoolExecutor(8, thread_name_prefix="dispatch")
         self._in_flight: set[str] = set()
+        self._attempts = AttemptLog(database, self.cid, clock)
         self._recorder = Recorder(
             database,
             max_failures=settings.consumer.max_token_failures,
@@ -104,8 +105,8 @@ class Consumer:
             receipts_delay_s=settings.consumer.receipts_delay_s,
             busy=lambda: bool(self._in_flight),
             consumer=self.cid,
+            release_attempts=self._attempts.release,
         )
-        self._attempts = AttemptLog(database, self.cid, clock)
         self._pending = PendingCache(database, span_s=settings.creator.wakeup_window_seconds + 5)
         self._batches: dict[str, Batch] = {}
         self._lock = threading.Lock()
@@ -331,22 +332,19 @@ class Consumer:
         The daily cap is reserved only with ``reserve_caps`` (the final check just before
         sending): reserving at preparation too would count each message twice.
         """
-        grace = dt.timedelta(seconds=self.settings.grace_seconds(w.category))
+        grace_s = self.settings.grace_seconds(w.category)
+        grace_ms = grace_s * 1000
+        now_ms = int(now.timestamp() * 1000)
         ends: list[tuple[Item, str, str]] = []
         keep: list[Item] = []
         full = [i for i in items if i.user in changed]
         users, reminders, tokens = intent.load_current(self.db, full) if full else ({}, {}, {})
         caps: dict[str, int | None] = {}
         for it in items:
-            late = now - it.due
-            if late > grace:
-                ends.append(
-                    (
-                        it,
-                        "is_missed",
-                        f"{late.total_seconds():.0f} s late, grace {grace.total_seconds():.0f} s",
-                    )
-                )
+            late_ms = now_ms - it.due_ms
+            if late_ms > grace_ms:
+                reason = f"{late_ms / 1000:.0f} s late, grace {grace_s:.0f} s"
+                ends.append((it, "is_missed", reason))
                 continue
             if it.user in changed:
                 user = users.get(it.user)
@@ -467,13 +465,14 @@ class Consumer:
             self._in_flight.update(i.id for i in keep)
         by_id = {i.id: i for i in keep}
         pushes = [batch.prepared.get(i.id) or self._push_of(w, i) for i in keep]
-        started = self.clock()
+        started_ms = self._now_ms()
+        lateness = metrics.LATENESS.labels(w.category)
         for i in keep:
-            metrics.LATENESS.labels(w.category).observe(max(0.0, (started - i.due).total_seconds()))
+            lateness.observe(max(0, started_ms - i.due_ms) / 1000)
         try:
-            # One attempt record per group, its ids added just before each request goes out
-            # (group-committed: see consumer/attempts.py), so a crash leaves only the requests
-            # in flight with an unknown outcome.
+            # Each request's ids are recorded just before it goes out (group-committed: see
+            # consumer/attempts.py), so a crash leaves only the requests in flight with an
+            # unknown outcome; the records are released once the group's outcomes are journaled.
             marker = f"{self.cid}:{min(by_id)}"
             self.sender.send(
                 pushes,
@@ -492,30 +491,33 @@ class Consumer:
         """Hand one request's outcomes to the recorder: journaled at once, merged later."""
         now = self.clock()
         w = batch.wake
-        entries: list[Doc] = []
+        rows: list[list[Any]] = []  # recorder.ROW_FIELDS
         for o in outs:
             it = by_id[o.message_id]
-            entries.append(
-                {
-                    "id": it.id,
-                    "ok": o.ok,
-                    "ticket": o.ticket_id,
-                    "error": o.error,
-                    "message": o.message,
-                    "attempts": o.attempts,
-                    "token": it.token_id,
-                    "user": it.user,
-                    "cap": bool(it.cap),
-                    "ld": it.local_date,
-                    "due": it.due_ms,
-                    "at": now,
-                    "consumer": self.cid,
-                }
+            rows.append(
+                [
+                    it.id,
+                    o.ok,
+                    o.ticket_id,
+                    o.error,
+                    o.message,
+                    o.attempts,
+                    it.token_id,
+                    it.user,
+                    bool(it.cap),
+                    it.local_date,
+                    it.due_ms,
+                ]
             )
         outcomes = [(w.category, "success" if o.ok else "failed") for o in outs]
         ids = [o.message_id for o in outs]
         self._recorder.put(
-            Job(outcomes=outcomes, journal=entries, done=lambda: self._close_ids(key, batch, ids))
+            Job(
+                outcomes=outcomes,
+                journal=rows,
+                journal_at=now,
+                done=lambda: self._close_ids(key, batch, ids),
+            )
         )
 
     def _finish(self, key: str, batch: Batch, ends: list[tuple[Item, str, str]]) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from consumer.recorder import journal_entries
 from shared import db as dbm
 from tests.integration.consumer_support import (
     ConsumerProcess,
@@ -67,7 +68,7 @@ def test_consumer_killed_mid_batch_and_restarted_ends_all_terminal_without_dupli
 
         def recorded() -> int:
             # Outcomes are durable once journaled (one insert per request), merged later.
-            journaled = sum(len(d["entries"]) for d in world.db[dbm.JOURNAL].find())
+            journaled = sum(len(journal_entries(d)) for d in world.db[dbm.JOURNAL].find())
             return status_counts(world).get("success", 0) + journaled
 
         def mid_batch() -> bool:
