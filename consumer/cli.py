@@ -95,7 +95,7 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
     cats = parse_categories(args.categories, settings)
     database = dbm.connect(settings.mongo)
     sender = BackgroundSender(settings.expo)
-    dbm.ensure_indexes(database)
+    dbm.ensure_indexes(database, trust_marker=True)
     consumer = Consumer(settings, database, sender, categories=cats)
 
     def health() -> dict[str, str | None]:

@@ -8,6 +8,7 @@ back-off; everything else propagates as a bug or a ``PermanentError``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import datetime as dt
 import logging
 from collections.abc import Iterable, Iterator
@@ -121,11 +122,36 @@ def connect(settings: MongoSettings) -> Database[Doc]:
     return client[settings.database]
 
 
-def ensure_indexes(db: Database[Doc]) -> None:
-    """Create every index idempotently (safe at each start-up, and from several processes)."""
+INDEX_PLAN_ID = "index-plan"  # in STATE: the digest of the last index plan fully ensured
+
+
+def index_plan_digest() -> str:
+    """A digest of ``index_plan()``: it changes whenever an index is added or changed."""
+    plan = sorted((coll, [m.document for m in models]) for coll, models in index_plan().items())
+    return hashlib.sha256(repr(plan).encode()).hexdigest()[:16]
+
+
+def ensure_indexes(db: Database[Doc], *, trust_marker: bool = False) -> None:
+    """Create every index idempotently (safe at each start-up, and from several processes).
+
+    ``trust_marker``: skip the work (one round trip instead of one per collection) when the
+    last full run recorded this very plan. The consumer starts this way, so a restart after an
+    outage is sending sooner; the creator, `tzpush doctor --fix-indexes` and the demo always do
+    the full run, so an index dropped by hand comes back at the next creator start.
+    """
+    digest = index_plan_digest()
     with translate_errors("creating indexes"):
+        if trust_marker:
+            done = db[STATE].find_one({"_id": INDEX_PLAN_ID}, {"digest": 1})
+            if done is not None and done.get("digest") == digest:
+                return
         for coll, models in index_plan().items():
             db[coll].create_indexes(models)
+        db[STATE].update_one(
+            {"_id": INDEX_PLAN_ID},
+            {"$set": {"digest": digest, "at": dt.datetime.now(dt.UTC)}},
+            upsert=True,
+        )
 
 
 def missing_indexes(db: Database[Doc]) -> list[str]:
