@@ -8,8 +8,8 @@ back-off; everything else propagates as a bug or a ``PermanentError``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
