@@ -343,8 +343,8 @@ class Consumer:
         for it in items:
             late_ms = now_ms - it.due_ms
             if late_ms > grace_ms:
-                reason = f"{late_ms / 1000:.0f} s late, grace {grace_s:.0f} s"
-                ends.append((it, "is_missed", reason))
+                missed = f"{late_ms / 1000:.0f} s late, grace {grace_s:.0f} s"
+                ends.append((it, "is_missed", missed))
                 continue
             if it.user in changed:
                 user = users.get(it.user)
