@@ -333,7 +333,7 @@ class Recorder:
                     self._idle.set()
 
     def _write_journal(self, jobs: list[Job]) -> None:
-        # One document for the whole group commit, its entries packed (see pack_entries). A
+        # One document for the whole group commit, its rows packed (see pack_journal). A
         # batch is always merged as a whole, so the jobs can share it. A retry re-inserts the
         # same id: a duplicate-key answer means the first try went through.
         doc_id = jobs[0].journal_id or uuid.uuid4().hex
@@ -343,7 +343,6 @@ class Recorder:
             "_id": doc_id,
             "consumer": self.consumer,
             "at": self.clock(),
-            "n": sum(len(job.journal or []) for job in jobs),
             "packed": pack_journal([(job.journal_at, job.journal or []) for job in jobs]),
         }
         try:
