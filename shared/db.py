@@ -125,10 +125,12 @@ def connect(settings: MongoSettings) -> Database[Doc]:
 INDEX_PLAN_ID = "index-plan"  # in STATE: the digest of the last index plan fully ensured
 
 
-def index_plan_digest() -> str:
+def index_plan_digest(plan: dict[str, list[IndexModel]] | None = None) -> str:
     """A digest of ``index_plan()``: it changes whenever an index is added or changed."""
-    plan = sorted((coll, [m.document for m in models]) for coll, models in index_plan().items())
-    return hashlib.sha256(repr(plan).encode()).hexdigest()[:16]
+    docs = sorted(
+        (coll, [m.document for m in models]) for coll, models in (plan or index_plan()).items()
+    )
+    return hashlib.sha256(repr(docs).encode()).hexdigest()[:16]
 
 
 def ensure_indexes(db: Database[Doc], *, trust_marker: bool = False) -> None:
@@ -139,13 +141,14 @@ def ensure_indexes(db: Database[Doc], *, trust_marker: bool = False) -> None:
     outage is sending sooner; the creator, `tzpush doctor --fix-indexes` and the demo always do
     the full run, so an index dropped by hand comes back at the next creator start.
     """
-    digest = index_plan_digest()
+    plan = index_plan()
+    digest = index_plan_digest(plan)
     with translate_errors("creating indexes"):
         if trust_marker:
             done = db[STATE].find_one({"_id": INDEX_PLAN_ID}, {"digest": 1})
             if done is not None and done.get("digest") == digest:
                 return
-        for coll, models in index_plan().items():
+        for coll, models in plan.items():
             db[coll].create_indexes(models)
         db[STATE].update_one(
             {"_id": INDEX_PLAN_ID},
