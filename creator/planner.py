@@ -232,7 +232,7 @@ class Planner:
         # The next chunk is inserted while this one is armed (the database and the broker work
         # at once). A chunk is armed only after its own insert returned: a wake-up never names a
         # message that is not in the database yet.
-        pending = iter(chunks())
+        pending = chunks()
         first = next(pending, None)
         if first is None:
             return

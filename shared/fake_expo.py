@@ -524,7 +524,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
             self.server.fake._count("gzip_requests")
             try:
-                raw = zlib.decompress(raw, wbits=31)  # gzip.decompress is the same in Python
+                raw = zlib.decompress(raw, wbits=31)  # gzip.decompress, without its Python loop
             except (OSError, EOFError, zlib.error):
                 fake = self.server.fake
                 self._reply(*fake._bad_request("VALIDATION_ERROR", "bad gzip body"))
