@@ -6,14 +6,16 @@ import datetime as dt
 import queue
 import threading
 from collections import Counter
+from typing import Any
 
 import pytest
 
-from creator.planner import Planner
+from creator.plan import Doc
+from creator.planner import PassReport, Planner
 from shared import db as dbm
 from shared.broker import Frame, StompClient
 from shared.errors import InputError
-from shared.wire import decode
+from shared.wire import WakeUp, decode
 from tests.integration.harness import World, wait_for
 
 FIXED_NOW = dt.datetime(2026, 10, 24, 0, 0, tzinfo=dt.UTC)
@@ -365,3 +367,56 @@ def test_a_pass_over_unchanged_data_writes_nothing_and_reads_no_reminders(
     # The watermark, orphaned send-journal entries, the janitor's (empty) due range: each
     # bounded by what is due or orphaned, none by the number of reminders.
     assert finds == [dbm.STATE, dbm.JOURNAL, dbm.MESSAGES], rec.commands
+
+
+def test_a_pass_inserts_full_chunks_across_categories_in_one_global_order(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each insert but the last is a full chunk, even where a category ends inside it; the
+    chunks, in insert order, are the one global sort (category, due instant, id); every chunk is
+    armed after its own insert, and every planned message is in exactly one wake-up."""
+    import creator.planner as planner_mod
+
+    m = world.manager()
+    zones = ["Asia/Tashkent", "Europe/Berlin", "America/New_York", "Australia/Sydney", "UTC"]
+    for n in range(10):
+        world.user(f"u{n}", zones[n % len(zones)], manager=m)
+        for k, cat in enumerate(["meal", "mood", "medication"]):
+            m.add_reminder(
+                f"u{n}", category=cat, label=f"{cat}-{n}", at=f"{7 + k + n % 4:02d}:{n:02d}"
+            )
+    monkeypatch.setattr(planner_mod, "INSERT_CHUNK", 7)
+    planner = world.planner(clock=fixed_clock)
+    events: list[tuple[str, list[str]]] = []
+    wakeups: list[WakeUp] = []
+    insert, publish = planner._insert, planner._publish
+
+    def spy_insert(docs: list[Doc], report: PassReport) -> list[Doc]:
+        events.append(("insert", [str(d["_id"]) for d in docs]))
+        return insert(docs, report)
+
+    def spy_publish(docs: list[Doc], **kw: Any) -> list[WakeUp]:
+        events.append(("arm", [str(d["_id"]) for d in docs]))
+        got = publish(docs, **kw)
+        wakeups.extend(got)
+        return got
+
+    monkeypatch.setattr(planner, "_insert", spy_insert)
+    monkeypatch.setattr(planner, "_publish", spy_publish)
+    report = planner.run_pass()
+
+    inserts = [ids for kind, ids in events if kind == "insert"]
+    assert report.planned == report.inserted == 30 == sum(map(len, inserts))
+    assert [len(c) for c in inserts[:-1]] == [7] * (len(inserts) - 1) and 0 < len(inserts[-1]) <= 7
+    docs = {d["_id"]: d for d in world.db[dbm.MESSAGES].find()}
+    one_sort = sorted(docs, key=lambda i: (docs[i]["category"], docs[i]["scheduledAt"], i))
+    assert [i for c in inserts for i in c] == one_sort
+    # A chunk is armed only once its insert returned, and before the next-but-one insert.
+    for n, ids in enumerate(inserts):
+        at = events.index(("arm", ids))
+        assert at > events.index(("insert", ids))
+        if n + 2 < len(inserts):
+            assert at < events.index(("insert", inserts[n + 2]))
+    items = [it.id for w in wakeups for it in w.items]
+    assert sorted(items) == sorted(docs) and len(items) == len(set(items))
+    assert all(len({docs[it.id]["category"] for it in w.items}) == 1 for w in wakeups)
