@@ -6,7 +6,17 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON3 ?= python3
+# The interpreter the venv is made from (and so SecantusDB's, made by the venv's python): Debian's
+# own /usr/bin/python3 when it is 3.11 or newer, else the first python3 on PATH that is. Debian
+# builds its python with PGO and LTO; pyenv builds without them by default, and here the pyenv
+# build measured 25 to 35% slower for tzpush and for the database server, which is Python too
+# (docs/performance.md). `make PYTHON3=/path/to/python3.12 install` chooses another; a venv that
+# already exists is kept: remove .venv and .local/secantus-venv to rebuild them on a new one.
+ifndef PYTHON3
+PYTHON3 := $(shell for p in /usr/bin/python3 python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && { echo $$p; break; }; \
+	done)
+endif
 VENV := .venv
 PY := $(VENV)/bin/python
 TZPUSH := $(VENV)/bin/tzpush
@@ -26,6 +36,11 @@ help:
 # Debian's python3 has no ensurepip (so no `-m venv`) until python3-venv is installed.
 $(VENV)/.stamp: pyproject.toml
 	@if ! test -x $(PY); then \
+		if test -z "$(PYTHON3)"; then \
+			echo "tzpush needs Python 3.11 or newer: none found (set PYTHON3=/path/to/python3)" >&2; \
+			exit 1; \
+		fi; \
+		echo "making $(VENV) with $(PYTHON3) ($$($(PYTHON3) -V))"; \
 		if ! $(PYTHON3) -c 'import ensurepip' 2>/dev/null; then \
 			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv; \
 		fi; \
