@@ -21,7 +21,7 @@ from bench import report
 from bench.scenarios_drills import DRILLS
 from bench.scenarios_herd import run_herd, run_outage
 from bench.scenarios_plan import run_idle, run_plan
-from bench.stack import STATE_DIR, bench_stack
+from bench.stack import STATE_DIR, bench_stack, interpreters
 
 SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills")
 # users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     results: dict[str, Any] = {"started": stamp, "sizes": size, "seed": args.seed, "scenarios": {}}
     results["command"] = " ".join(["python -m bench", *(argv or sys.argv[1:])])
+    results["python"] = interpreters()
     sc = results["scenarios"]
     t0 = time.time()
     with bench_stack(STATE_DIR / "logs" / stamp) as st:

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -282,3 +283,19 @@ def bench_stack(log_dir: Path) -> Iterator[BenchStack]:
             stack.client.close()
         fake.stop()
         local.down()
+
+
+def interpreters() -> dict[str, str]:
+    """Which Python ran tzpush and which ran the database server: figures depend on it (a build
+    without PGO and LTO measured 25 to 35% slower here; docs/performance.md)."""
+    out = {"tzpush": f"{sys.version.split()[0]} {Path(sys.base_prefix) / 'bin'}"}
+    try:
+        cfg = dict(
+            line.split(" = ", 1)
+            for line in (SECANTUS_VENV / "pyvenv.cfg").read_text().splitlines()
+            if " = " in line
+        )
+        out["database"] = f"{cfg.get('version', '?')} {cfg.get('home', '?')}"
+    except OSError:
+        out["database"] = "unknown (no SecantusDB venv yet)"
+    return out
