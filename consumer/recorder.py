@@ -83,6 +83,8 @@ class Job:
 
 
 _EMPTY = Job()
+# Outcomes per merge write: ~0.7 s of the MongoDB-compatible server here (1.5 ms per update).
+MERGE_CHUNK = 500
 
 
 def entry_ops(
@@ -264,9 +266,7 @@ class Recorder:
                     self._merge_if_due(journaled)
                     continue
             if job is None:
-                if journaled:
-                    self._retry(self._merge, journaled)
-                    self._complete(journaled)
+                self._merge_all(journaled)
                 self._retry(self._drop_attempts, None)
                 return
             if job is not _EMPTY:
@@ -293,9 +293,7 @@ class Recorder:
         if journaled and (
             not busy or time.monotonic() - journaled[0].journaled_at > self.max_defer_s
         ):
-            self._retry(self._merge, journaled)
-            self._complete(journaled)
-            journaled.clear()
+            self._merge_all(journaled)
         if self._attempts_done and not busy:
             self._retry(self._drop_attempts, None)
 
@@ -333,9 +331,9 @@ class Recorder:
                     self._idle.set()
 
     def _write_journal(self, jobs: list[Job]) -> None:
-        # One document for the whole group commit, its rows packed (see pack_journal). A
-        # batch is always merged as a whole, so the jobs can share it. A retry re-inserts the
-        # same id: a duplicate-key answer means the first try went through.
+        # One document for the whole group commit, its rows packed (see pack_journal). It is
+        # deleted once all its jobs are merged (_merge_all). A retry re-inserts the same id: a
+        # duplicate-key answer means the first try went through.
         doc_id = jobs[0].journal_id or uuid.uuid4().hex
         for job in jobs:
             job.journal_id = doc_id
@@ -354,7 +352,28 @@ class Recorder:
         for job in jobs:
             job.journaled_at = now
 
-    def _merge(self, jobs: list[Job]) -> None:
+    def _merge_all(self, journaled: list[Job]) -> None:
+        """Merge (and complete) journaled jobs in parts of about ``MERGE_CHUNK`` outcomes.
+
+        A 10k herd merged as one part was one bulk write of 10,000 updates: about 15 s on the
+        MongoDB-compatible server here, past the 30 s socket timeout on a busy machine, and the
+        retry started over, so no outcome landed. A part is a short write; a retry redoes only
+        its part; each part's batches are acked as soon as it is in. A journal document is
+        deleted once every job it holds is merged.
+        """
+        while journaled:
+            k, n = 1, len(journaled[0].journal or [])
+            while k < len(journaled) and n + len(journaled[k].journal or []) <= MERGE_CHUNK:
+                n += len(journaled[k].journal or [])
+                k += 1
+            part = journaled[:k]
+            later = {job.journal_id for job in journaled[k:]}
+            self._retry(self._merge, (part, later))
+            self._complete(part)
+            del journaled[:k]
+
+    def _merge(self, args: tuple[list[Job], set[str]]) -> None:
+        jobs, keep_journal = args
         updates: list[UpdateOne] = []
         effects: list[TokenEffect] = []
         refunds: dict[str, int] = {}
@@ -367,8 +386,11 @@ class Recorder:
                 refunds[k] = refunds.get(k, 0) + v
         self._apply(Job(updates, effects, [], refunds))
         with dbm.translate_errors("trimming the send journal"):
-            done = list(dict.fromkeys(job.journal_id for job in jobs))
-            self.db[dbm.JOURNAL].delete_many({"_id": {"$in": done}})
+            done = [
+                j for j in dict.fromkeys(job.journal_id for job in jobs) if j not in keep_journal
+            ]
+            if done:
+                self.db[dbm.JOURNAL].delete_many({"_id": {"$in": done}})
 
     def _apply(self, job: Job) -> None:
         with dbm.translate_errors("recording outcomes"):
@@ -393,8 +415,8 @@ def apply_outcomes(
     now: dt.datetime,
 ) -> None:
     """Message updates, cap refunds (counter id -> reservations back) and token hygiene."""
-    if updates:
-        database[dbm.MESSAGES].bulk_write(updates, ordered=False)
+    for i in range(0, len(updates), MERGE_CHUNK):  # short writes: see Recorder._merge_all
+        database[dbm.MESSAGES].bulk_write(updates[i : i + MERGE_CHUNK], ordered=False)
     for key, n in cap_refunds.items():
         database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -n}})
     if effects:
