@@ -356,10 +356,10 @@ class Recorder:
         """Merge (and complete) journaled jobs in parts of about ``MERGE_CHUNK`` outcomes.
 
         A 10k herd merged as one part was one bulk write of 10,000 updates: about 15 s on the
-        MongoDB-compatible server here, past the 30 s socket timeout on a busy machine, and the
-        retry started over, so no outcome landed. A part is a short write; a retry redoes only
-        its part; each part's batches are acked as soon as it is in. A journal document is
-        deleted once every job it holds is merged.
+        MongoDB-compatible server here, past the 30 s socket timeout when the server was loaded,
+        and the retry started over. A part is a short write; a retry redoes only its part; each
+        part's batches are acked as soon as it is in. A journal document is deleted once every
+        job it holds is merged.
         """
         while journaled:
             k, n = 1, len(journaled[0].journal or [])
