@@ -136,8 +136,12 @@ def two_creators(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
     prefix = "dtwo"
     settings = st.settings_for(prefix, lead=min(lead, 5.0))
     now = dt.datetime.now(dt.UTC)
-    due = (now + dt.timedelta(seconds=40 + n / 1000)).replace(second=0, microsecond=0)
-    due += dt.timedelta(minutes=1)
+    # Reminders are whole local minutes: the first whole minute that leaves time to seed, start
+    # both creators, plan and arm (about 5 s at 1,000 reminders here) before the lead.
+    ready = now + dt.timedelta(seconds=8 + lead + n / 150)
+    due = ready.replace(second=0, microsecond=0)
+    if due < ready:
+        due += dt.timedelta(minutes=1)
     users, tokens, reminders = workload.population(n, 1, seed, prefix, now)
     for u, r in zip(users, reminders, strict=True):
         r["time"] = due.astimezone(ZoneInfo(u["timezone"])).strftime("%H:%M")
