@@ -24,7 +24,9 @@ from bench.scenarios_plan import run_idle, run_plan
 from bench.stack import STATE_DIR, bench_stack, interpreters
 
 SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills")
-# users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s
+# users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s,
+# lead s (capped at 10 for the outage and the drills), fresh: a new database server per
+# scenario (default 1)
 SIZES: dict[str, dict[str, float]] = {
     "full": dict(
         users=50_000,
