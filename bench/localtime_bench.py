@@ -19,7 +19,7 @@ import time
 import zoneinfo
 from typing import Any
 
-from shared import localtime
+from shared.domain import localtime
 
 REALISTIC_ZONES = [
     "America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles",

@@ -21,7 +21,7 @@ from bench.scenarios_herd import (
 )
 from bench.stack import TZPUSH, BenchStack, Proc
 from creator.planner import Planner
-from shared import db as dbm
+from shared.store import db as dbm
 
 Doc = dict[str, Any]
 

@@ -15,8 +15,8 @@ from bench import workload
 from bench.stack import BenchStack, Proc
 from creator.janitor import sweep
 from creator.planner import Planner
-from shared import db as dbm
 from shared.settings import Settings
+from shared.store import db as dbm
 
 Doc = dict[str, Any]
 

@@ -14,7 +14,7 @@ from bench import workload
 from bench.localtime_bench import run as localtime_run
 from bench.stack import BenchStack
 from creator.planner import Planner
-from shared import db as dbm
+from shared.store import db as dbm
 
 Doc = dict[str, Any]
 PREFIX = "plan"

@@ -25,10 +25,12 @@ from typing import Any
 import pymongo
 from pymongo.database import Database
 
-from shared import db as dbm
+from devstack.config import StackConfig
+from devstack.install import ensure_installed
+from devstack.stack import LocalStack
 from shared.broker import StompClient
-from shared.services import LocalStack, StackConfig, ensure_installed
 from shared.settings import Settings
+from shared.store import db as dbm
 
 REPO = Path(__file__).resolve().parent.parent
 # Overridable so a CI run of the bench can live next to a full one on the same machine.

@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 from pymongo.database import Database
 
-from creator.plan import message_id
-from shared import db as dbm
+from shared.domain.messages import new_message
+from shared.store import db as dbm
 
 Doc = dict[str, Any]
 ZONES = [
@@ -151,30 +151,6 @@ def herd_messages(
     for user, tok, rem in people:
         tz = user["timezone"]
         local_date = due.astimezone(ZoneInfo(tz)).date()
-        msgs.append(
-            {
-                "_id": message_id(rem["_id"], 1, tok["_id"], local_date),
-                "userId": user["_id"],
-                "reminderId": rem["_id"],
-                "reminderVersion": 1,
-                "notificationTokenId": tok["_id"],
-                "token": tok["token"],
-                "category": rem["category"],
-                "label": rem["label"],
-                "title": rem["title"],
-                "body": rem["body"],
-                "data": rem["data"],
-                "scheduledAt": due,
-                "localDate": local_date.isoformat(),
-                "timezone": tz,
-                "dailyCap": None,
-                "quietHours": None,
-                "status": "pending",
-                "isDeleted": False,
-                "attempts": 0,
-                "plannedAt": now,
-                "createdAt": now,
-            }
-        )
+        msgs.append(new_message(rem, user, tok, due, local_date, now))
     insert(database, dbm.MESSAGES, msgs)
     return msgs

@@ -23,17 +23,16 @@ import datetime as dt
 import logging
 import threading
 import uuid
-from typing import Any
 
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
-from shared import db as dbm
 from shared.clock import Clock
+from shared.domain.messages import Doc
 from shared.errors import TransientError
+from shared.store import db as dbm
 
 log = logging.getLogger(__name__)
-Doc = dict[str, Any]
 
 
 class AttemptLog:

@@ -6,16 +6,21 @@ import argparse
 import logging
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from consumer.pushes import OutgoingPush, PreparedPush, PushOutcome, Sender
 from consumer.worker import Consumer
-from shared import db as dbm
 from shared import logs, metrics
 from shared.errors import InputError
+from shared.expo.pushes import (
+    OutgoingPush,
+    PreparedPush,
+    PushOutcome,
+    Sender,
+)
 from shared.settings import ExpoSettings, Settings
+from shared.store import db as dbm
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +52,7 @@ def parse_categories(raw: str | None, settings: Settings) -> list[str]:
 class BackgroundSender:
     """The Expo sender, imported and built on a thread while the consumer connects.
 
-    ``consumer.expo_client`` pulls in requests and the Expo SDK, a good part of a consumer's
+    ``shared.expo.sender`` pulls in requests and the Expo SDK, a good part of a consumer's
     start-up; a consumer restarted after an outage first subscribes, checks and claims (mostly
     waiting on the database), and only then needs the sender, so the import runs meanwhile.
     """
@@ -60,7 +65,7 @@ class BackgroundSender:
 
     def _build(self, settings: ExpoSettings) -> None:
         try:
-            from consumer.expo_client import ExpoSender
+            from shared.expo.sender import ExpoSender
 
             self._future.set_result(ExpoSender(settings, on_event=metrics.expo_event))
         except BaseException as exc:  # handed to whoever uses the sender first
@@ -69,13 +74,8 @@ class BackgroundSender:
     def prepare(self, pushes: Sequence[OutgoingPush]) -> list[PreparedPush]:
         return self._future.result().prepare(pushes)
 
-    def send(
-        self,
-        pushes: Sequence[OutgoingPush | PreparedPush],
-        on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
-        before_request: Callable[[list[str]], None] | None = None,
-    ) -> list[PushOutcome]:
-        return self._future.result().send(pushes, on_chunk_done, before_request)
+    def send(self, *args: Any, **kwargs: Any) -> list[PushOutcome]:
+        return self._future.result().send(*args, **kwargs)
 
     def close(self) -> None:
         if self._future.exception() is None:
@@ -120,8 +120,8 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
-    from consumer.expo_client import ExpoSender
     from consumer.receipts import ReceiptPoller  # not on the consumer's start-up path
+    from shared.expo.sender import ExpoSender
 
     logs.setup(settings.log_level, settings.log_json)
     database = dbm.connect(settings.mongo)

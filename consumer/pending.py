@@ -14,13 +14,12 @@ import datetime as dt
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from pymongo.database import Database
 
-from shared import db as dbm
+from shared.domain.messages import Doc, Status
+from shared.store import db as dbm
 
-Doc = dict[str, Any]
 MAX_AGE_S = 60.0
 PLANNED_SKEW_MS = 5000  # a wake-up planned after the query started must not trust it
 
@@ -59,7 +58,7 @@ class PendingCache:
             cur = (
                 self.db[dbm.MESSAGES].find(
                     {
-                        "status": "pending",
+                        "status": Status.PENDING.value,
                         "isDeleted": False,
                         "scheduledAt": {"$gte": start, "$lte": q_end},
                     },

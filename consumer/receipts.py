@@ -14,22 +14,22 @@ import datetime as dt
 import logging
 import threading
 from collections import Counter
-from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
 
-from consumer.expo_client import ExpoSender
-from consumer.recorder import TokenEffect, apply_token_effects, counts_against_token
-from shared import db as dbm
 from shared import metrics
 from shared.clock import Clock, utcnow
+from shared.domain.messages import Doc, Status
+from shared.domain.outcomes import TokenEffect, effect_of
 from shared.errors import TransientError
+from shared.expo.sender import ExpoSender
 from shared.settings import Settings
+from shared.store import db as dbm
+from shared.store.journal import apply_token_effects
 
 log = logging.getLogger(__name__)
 
-Doc = dict[str, Any]
 BATCH = 1000
 
 
@@ -88,16 +88,16 @@ class ReceiptPoller:
                     )
                     counts["not_ready"] += 1
                 continue
+            effect = effect_of(
+                r.ok, r.code, r.error, d["notificationTokenId"], d["userId"], d.get("sentAt")
+            )
+            if effect is not None:
+                effects.append(effect)
             if r.ok:
                 updates.append(
                     UpdateOne(
                         {"_id": d["_id"]},
                         {"$set": {"receipt.state": "ok", "receipt.checkedAt": now}},
-                    )
-                )
-                effects.append(
-                    TokenEffect(
-                        d["notificationTokenId"], d["userId"], "ok", pushed_at=d.get("sentAt")
                     )
                 )
                 counts["ok"] += 1
@@ -108,7 +108,7 @@ class ReceiptPoller:
                         {"_id": d["_id"]},
                         {
                             "$set": {
-                                "status": "failed",
+                                "status": Status.FAILED.value,
                                 "reason": reason,
                                 "receipt.state": "error",
                                 "receipt.error": r.error,
@@ -117,17 +117,6 @@ class ReceiptPoller:
                         },
                     )
                 )
-                if r.device_not_registered or counts_against_token(r.error):
-                    kind = "dead" if r.device_not_registered else "fail"
-                    effects.append(
-                        TokenEffect(
-                            d["notificationTokenId"],
-                            d["userId"],
-                            kind,
-                            r.error or "",
-                            d.get("sentAt"),
-                        )
-                    )
                 counts[f"error:{r.error}"] += 1
             metrics.RECEIPTS.labels("ok" if r.ok else (r.error or "error")).inc()
         with dbm.translate_errors("recording receipts"):

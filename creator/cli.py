@@ -6,25 +6,18 @@ import argparse
 import json
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from shared import logs
 from shared.errors import InputError
 from shared.settings import Settings
+from shared.terminal import Cell, command, print_rows, subcommands
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("creator", help="run the planner (a pass every few minutes)")
+    p = command(sub, "creator", "run the planner (a pass every few minutes)", cmd_creator)
     p.add_argument("--once", action="store_true", help="run one pass, print what it did, exit")
-    p.set_defaults(func=cmd_creator)
 
-    users = sub.add_parser("users", help="manage users").add_subparsers(
-        dest="action", required=True
-    )
-    u = users.add_parser("upsert", help="create or change a user")
-    u.add_argument("user_id")
+    users = subcommands(sub, "users", "manage users")
+    u = command(users, "upsert", "create or change a user", cmd_users_upsert, "user_id")
     u.add_argument("--timezone", help="IANA zone, e.g. Asia/Tashkent")
     g = u.add_mutually_exclusive_group()
     g.add_argument(
@@ -37,49 +30,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     u.add_argument("--category-off", action="append", default=[], metavar="C")
     u.add_argument("--quiet-hours", metavar="HH:MM-HH:MM|none")
     u.add_argument("--daily-cap", metavar="N|none")
-    u.set_defaults(func=cmd_users_upsert)
-    us = users.add_parser("show", help="show a user")
-    us.add_argument("user_id")
-    us.set_defaults(func=cmd_users_show)
+    command(users, "show", "show a user", cmd_users_show, "user_id")
 
-    rem = sub.add_parser("reminders", help="manage reminders").add_subparsers(
-        dest="action", required=True
-    )
-    a = rem.add_parser("add", help="add a reminder; prints its id")
-    a.add_argument("user_id")
+    rem = subcommands(sub, "reminders", "manage reminders")
+    a = command(rem, "add", "add a reminder; prints its id", cmd_reminders_add, "user_id")
     _reminder_options(a, required=True)
-    a.set_defaults(func=cmd_reminders_add)
-    ls = rem.add_parser("list", help="a user's reminders")
-    ls.add_argument("user_id")
+    ls = command(rem, "list", "a user's reminders", cmd_reminders_list, "user_id")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=cmd_reminders_list)
-    up = rem.add_parser("update", help="change a reminder")
-    up.add_argument("reminder_id")
+    up = command(rem, "update", "change a reminder", cmd_reminders_update, "reminder_id")
     _reminder_options(up, required=False)
     g2 = up.add_mutually_exclusive_group()
     g2.add_argument("--pause", dest="active", action="store_const", const=False)
     g2.add_argument("--resume", dest="active", action="store_const", const=True)
-    up.set_defaults(func=cmd_reminders_update)
-    rm = rem.add_parser("remove", help="remove a reminder")
-    rm.add_argument("reminder_id")
-    rm.set_defaults(func=cmd_reminders_remove)
+    command(rem, "remove", "remove a reminder", cmd_reminders_remove, "reminder_id")
 
-    tok = sub.add_parser("tokens", help="manage device tokens").add_subparsers(
-        dest="action", required=True
+    tok = subcommands(sub, "tokens", "manage device tokens")
+    r = command(
+        tok, "register", "register a device's Expo push token", cmd_tokens_register, "user_id"
     )
-    r = tok.add_parser("register", help="register a device's Expo push token")
-    r.add_argument("user_id")
     r.add_argument("--device", required=True)
     r.add_argument("--token", required=True)
-    r.set_defaults(func=cmd_tokens_register)
-    un = tok.add_parser("unregister", help="deactivate a token")
+    un = command(tok, "unregister", "deactivate a token", cmd_tokens_unregister)
     un.add_argument("--token")
     un.add_argument("--device")
-    un.set_defaults(func=cmd_tokens_unregister)
-    tl = tok.add_parser("list", help="a user's tokens")
-    tl.add_argument("user_id")
+    tl = command(tok, "list", "a user's tokens", cmd_tokens_list, "user_id")
     tl.add_argument("--json", action="store_true")
-    tl.set_defaults(func=cmd_tokens_list)
 
 
 def _reminder_options(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -183,29 +158,25 @@ def cmd_reminders_add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reminders_list(args: argparse.Namespace, settings: Settings) -> int:
+    return _list(args, settings, "reminders", REMINDER_COLUMNS)
+
+
+def _list(args: argparse.Namespace, settings: Settings, what: str, columns: dict[str, Cell]) -> int:
+    """``tzpush <what> list USER``: the user's reminders or tokens, as a table or JSON."""
     from creator.service import open_manager  # lazy: APScheduler, pymongo
 
     with open_manager(settings) as m:
-        rows = m.list_reminders(args.user_id)
-    if args.json:
-        print(json.dumps(rows, default=str, indent=2))
-        return 0
-    t = Table(title=f"reminders of {args.user_id}")
-    for col in ("id", "category", "label", "at", "offset", "weekdays", "active", "version"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(
-            r["_id"],
-            r["category"],
-            r["label"],
-            r["time"],
-            str(r.get("offsetMinutes", 0)),
-            ",".join(map(str, r["weekdays"])) if r.get("weekdays") else "every day",
-            str(r.get("active")),
-            str(r.get("version")),
-        )
-    Console().print(t)
+        rows = getattr(m, f"list_{what}")(args.user_id)
+    print_rows(rows, columns, title=f"{what} of {args.user_id}", as_json=args.json)
     return 0
+
+
+REMINDER_COLUMNS: dict[str, Cell] = {
+    **{"id": "_id", "category": "category", "label": "label", "at": "time"},
+    "offset": "offsetMinutes",
+    "weekdays": lambda r: ",".join(map(str, r["weekdays"])) if r.get("weekdays") else "every day",
+    **{"active": "active", "version": "version"},
+}
 
 
 def cmd_reminders_update(args: argparse.Namespace, settings: Settings) -> int:
@@ -260,24 +231,10 @@ def cmd_tokens_unregister(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_tokens_list(args: argparse.Namespace, settings: Settings) -> int:
-    from creator.service import open_manager  # lazy: APScheduler, pymongo
+    return _list(args, settings, "tokens", TOKEN_COLUMNS)
 
-    with open_manager(settings) as m:
-        rows = m.list_tokens(args.user_id)
-    if args.json:
-        print(json.dumps(rows, default=str, indent=2))
-        return 0
-    t = Table(title=f"tokens of {args.user_id}")
-    for col in ("id", "device", "token", "active", "failures", "deactivation"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(
-            r["_id"],
-            r["deviceId"],
-            escape(r["token"]),  # "ExponentPushToken[...]" is not rich markup
-            str(r["isActive"]),
-            str(r.get("failureCount", 0)),
-            escape(r.get("deactivationReason") or ""),
-        )
-    Console().print(t)
-    return 0
+
+TOKEN_COLUMNS: dict[str, Cell] = {
+    **{"id": "_id", "device": "deviceId", "token": "token", "active": "isActive"},
+    **{"failures": "failureCount", "deactivation": "deactivationReason"},
+}

@@ -12,74 +12,43 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError
 
-from shared import db as dbm
+from shared.domain.messages import Doc, Status, outcome_unknown, past_grace
 from shared.settings import Settings
+from shared.store import db as dbm
+from shared.store import guards
+from shared.store.journal import merge_journal
+from shared.store.messages import end
 
 log = logging.getLogger(__name__)
 
-Doc = dict[str, Any]
 JANITOR = "janitor"
 # Older pending messages than this are not looked at (a deployment down for longer needs
 # `tzpush stats` and an operator, not a silent sweep).
 LOOKBACK = dt.timedelta(days=7)
 
 
-def outcome_unknown(owner: object) -> str:
-    """Reason for a message whose Expo request may or may not have gone out."""
-    return (
-        f"outcome unknown: consumer {owner} stopped during the Expo request; "
-        "not retried, to avoid a duplicate push"
-    )
-
-
-def maybe_sent(database: Database[Doc], owner: str) -> set[str]:
-    """Messages a consumer had started an Expo request for and has no merged outcome of."""
-    return {
-        i for d in database[dbm.ATTEMPTS].find({"consumer": owner}, {"ids": 1}) for i in d["ids"]
-    }
-
-
-def take_guards(
-    database: Database[Doc], ids: list[str], owner: str, now: dt.datetime, wakeup: str | None = None
-) -> set[str]:
-    """Insert send guards; return the ids this owner got (the others were already taken)."""
-    if not ids:
-        return set()
-    docs = [{"_id": i, "owner": owner, "wakeup": wakeup, "at": now} for i in ids]
-    try:
-        database[dbm.SENDS].insert_many(docs, ordered=False)
-        return set(ids)
-    except BulkWriteError as exc:
-        lost = set()
-        for err in exc.details.get("writeErrors", []):
-            if err.get("code") != 11000:
-                raise
-            lost.add(docs[err["index"]]["_id"])
-        return set(ids) - lost
-
-
 def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
-    """Mark overdue pending messages terminal; return how many."""
-    from consumer.recorder import merge_journal  # outcomes a stopped consumer left unmerged
-
+    """Mark overdue pending messages terminal (as of ``now``); return how many."""
+    # Outcomes a stopped consumer journaled and never merged are the truth: merge them first.
     merge_journal(
         database,
         receipts_delay_s=settings.consumer.receipts_delay_s,
         max_failures=settings.consumer.max_token_failures,
         older_than_s=60.0,
+        clock=lambda: now,
     )
     graces = {c: cs.grace_seconds for c, cs in settings.categories.items()}
-    margin = dt.timedelta(seconds=settings.creator.janitor_margin_seconds)
+    margin_s = settings.creator.janitor_margin_seconds
+    margin = dt.timedelta(seconds=margin_s)
+    now_ms = int(now.timestamp() * 1000)
     oldest_grace = dt.timedelta(seconds=min(graces.values(), default=0))
     cursor = database[dbm.MESSAGES].find(
         {
-            "status": "pending",
+            "status": Status.PENDING.value,
             "isDeleted": False,
             # A lower bound keeps the index range bounded (an open range scanned the index).
             "scheduledAt": {"$gte": now - LOOKBACK, "$lt": now - oldest_grace - margin},
@@ -89,12 +58,17 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     overdue = [
         d
         for d in cursor
-        if d["scheduledAt"] + dt.timedelta(seconds=graces.get(d["category"], 0)) + margin < now
+        if past_grace(
+            int(d["scheduledAt"].timestamp() * 1000),
+            now_ms,
+            graces.get(d["category"], 0),
+            margin_s,
+        )
     ]
     if not overdue:
         return 0
     ids = [d["_id"] for d in overdue]
-    ours = take_guards(database, ids, JANITOR, now)
+    ours = guards.take_guards(database, ids, JANITOR, now)
     ops: list[UpdateOne] = []
     for d in overdue:
         late = int((now - d["scheduledAt"]).total_seconds())
@@ -102,46 +76,31 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
         planned_late = d.get("plannedAt") is not None and d["plannedAt"] > d["scheduledAt"]
         if d["_id"] in ours and planned_late:
             status, reason = (
-                "is_missed",
+                Status.IS_MISSED,
                 f"planned {int((d['plannedAt'] - d['scheduledAt']).total_seconds())} s after its "
                 f"due instant (no planning pass ran in time: creator down); grace {grace} s",
             )
         elif d["_id"] in ours:
             status, reason = (
-                "is_missed",
+                Status.IS_MISSED,
                 (
                     f"no consumer took it: {late} s past due, grace {grace} s "
                     "(consumers down or the broker lost the wake-up)"
                 ),
             )
         else:
-            guard = database[dbm.SENDS].find_one({"_id": d["_id"]}) or {}
-            attempt = database[dbm.ATTEMPTS].find_one(
-                {"consumer": guard.get("owner"), "ids": d["_id"]}, {"_id": 1}
-            )
-            if attempt is not None:
-                status, reason = "failed", outcome_unknown(guard.get("owner"))
+            guard = guards.holder(database, d["_id"]) or {}
+            if guards.in_attempt(database, guard.get("owner"), d["_id"]):
+                status, reason = Status.FAILED, outcome_unknown(guard.get("owner"))
             else:
                 status, reason = (
-                    "is_missed",
+                    Status.IS_MISSED,
                     (
                         f"consumer {guard.get('owner')} took it and stopped before sending; "
                         f"{late} s past due, grace {grace} s"
                     ),
                 )
-        ops.append(
-            UpdateOne(
-                {"_id": d["_id"], "status": "pending"},
-                {
-                    "$set": {
-                        "status": status,
-                        "reason": reason,
-                        "finishedAt": now,
-                        "lateness_ms": late * 1000,
-                    }
-                },
-            )
-        )
+        ops.append(end(d["_id"], status, reason, now, lateness_ms=late * 1000))
     res = database[dbm.MESSAGES].bulk_write(ops, ordered=False)
     log.info("janitor: %d overdue messages ended", res.modified_count)
     return res.modified_count

@@ -21,17 +21,17 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from creator.planner import STATE_ID, Planner
-from shared import db as dbm
-from shared.backoff import compute_backoff
-from shared.db import record_changes
+from shared.domain.backoff import compute_backoff
+from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
+from shared.domain.messages import Doc, Status, terminal_update
+from shared.domain.validation import validate_expo_token, validate_payload
 from shared.errors import InputError, NotFoundError, TransientError
-from shared.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.settings import Settings
-from shared.validation import validate_expo_token, validate_payload
+from shared.store import db as dbm
+from shared.store.intent import record_changes
 
 log = logging.getLogger(__name__)
 
-Doc = dict[str, Any]
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
@@ -121,10 +121,7 @@ class Manager:
         return user or {}
 
     def get_user(self, user_id: str) -> Doc:
-        user = self.db[dbm.USERS].find_one({"_id": user_id})
-        if user is None:
-            raise NotFoundError(f"no user {user_id!r}")
-        return user
+        return self._get(dbm.USERS, user_id, "user")
 
     # -- reminders -------------------------------------------------------------------------
     def add_reminder(
@@ -310,10 +307,13 @@ class Manager:
         }
 
     def _get_reminder(self, reminder_id: str) -> Doc:
-        r = self.db[dbm.REMINDERS].find_one({"_id": reminder_id})
-        if r is None:
-            raise NotFoundError(f"no reminder {reminder_id!r}")
-        return r
+        return self._get(dbm.REMINDERS, reminder_id, "reminder")
+
+    def _get(self, collection: str, doc_id: str, what: str) -> Doc:
+        doc = self.db[collection].find_one({"_id": doc_id})
+        if doc is None:
+            raise NotFoundError(f"no {what} {doc_id!r}")
+        return doc
 
     def _supersede(
         self, old: Doc, user: Mapping[str, Any], reason: str, extra: Doc | None = None
@@ -345,11 +345,11 @@ class Manager:
         res = self.db[dbm.MESSAGES].update_many(
             {
                 "scheduledAt": {"$in": instants},
-                "status": "pending",
+                "status": Status.PENDING.value,
                 "isDeleted": False,
                 "reminderId": old["_id"],
             },
-            {"$set": {"status": "cancelled", "reason": reason, "finishedAt": now}},
+            {"$set": terminal_update(Status.CANCELLED, reason, now)},
         )
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
 

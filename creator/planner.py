@@ -22,11 +22,13 @@ from typing import Any
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from creator.plan import Doc, group_wakeups, plan_messages
-from shared import db as dbm
+from creator.janitor import sweep
 from shared.broker import StompClient
 from shared.clock import Clock, utcnow
+from shared.domain.messages import Doc, Status
+from shared.domain.plan import group_wakeups, plan_messages
 from shared.settings import Settings
+from shared.store import db as dbm
 from shared.wire import WakeUp
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,6 @@ class Planner:
     # -- public ----------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
         """One planning pass (idempotent), followed by the janitor."""
-        from creator.janitor import sweep
 
         t0 = time.perf_counter()
         report = PassReport()
@@ -150,7 +151,7 @@ class Planner:
         docs = list(
             self.db[dbm.MESSAGES].find(
                 {
-                    "status": "pending",
+                    "status": Status.PENDING.value,
                     "isDeleted": False,
                     "scheduledAt": {"$gte": start, "$lt": end},
                 }
@@ -210,9 +211,9 @@ class Planner:
         # on the other's (read one after the other, the server waited for each decode).
         with ThreadPoolExecutor(1, thread_name_prefix="plan-read") as pool:
             tokens = pool.submit(
-                self._load, dbm.TOKENS, "userId", user_ids, None, extra={"isActive": True}
+                self._load, dbm.TOKENS, "userId", user_ids, extra={"isActive": True}
             )
-            users = self._load(dbm.USERS, "_id", user_ids, None)
+            users = self._load(dbm.USERS, "_id", user_ids)
             tokens_by_user: dict[str, list[Doc]] = defaultdict(list)
             for t in tokens.result().values():
                 tokens_by_user[t["userId"]].append(t)
@@ -264,15 +265,14 @@ class Planner:
         coll: str,
         key: str,
         ids: set[str],
-        projection: dict[str, int] | None,
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Doc]:
         """Documents whose ``key`` is in ids, keyed by ``_id``: $in for few, one scan for many."""
         flt: dict[str, Any] = dict(extra or {})
         if len(ids) <= SCAN_THRESHOLD:
             flt[key] = {"$in": sorted(ids)}
-            return {d["_id"]: d for d in self.db[coll].find(flt, projection)}
-        return {d["_id"]: d for d in self.db[coll].find(flt, projection) if d.get(key) in ids}
+            return {d["_id"]: d for d in self.db[coll].find(flt)}
+        return {d["_id"]: d for d in self.db[coll].find(flt) if d.get(key) in ids}
 
     def _insert(self, docs: list[Doc], report: PassReport) -> list[Doc]:
         """Insert, ignoring duplicates; return what should be armed (new and already pending)."""
@@ -315,7 +315,11 @@ class Planner:
         pending = {
             d["_id"]
             for d in coll.find(
-                {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": lo, "$lte": hi}},
+                {
+                    "status": Status.PENDING.value,
+                    "isDeleted": False,
+                    "scheduledAt": {"$gte": lo, "$lte": hi},
+                },
                 {"_id": 1},
             )
         }
@@ -325,7 +329,7 @@ class Planner:
         elif rest:
             pending |= {
                 d["_id"]
-                for d in coll.find({"status": {"$ne": "pending"}}, {"_id": 1})
+                for d in coll.find({"status": {"$ne": Status.PENDING.value}}, {"_id": 1})
                 if d["_id"] in rest
             }
         return ids & pending

@@ -17,11 +17,11 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 from creator.manage import Manager
 from creator.planner import Planner
-from shared import db as dbm
 from shared import metrics
 from shared.broker import StompClient
 from shared.errors import TransientError
 from shared.settings import Settings
+from shared.store import db as dbm
 
 log = logging.getLogger(__name__)
 

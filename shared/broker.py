@@ -1,6 +1,6 @@
 """STOMP adapter for ActiveMQ Classic: a publisher of scheduled wake-ups and a subscriber.
 
-Facts this relies on (../shared/notes/activemq.md): messages are persistent only with
+Facts this relies on (docs/notes/activemq.md): messages are persistent only with
 ``persistent:true``; ``AMQ_SCHEDULED_DELAY`` must be a non-negative integer string (anything else
 drops the connection); never copy a received frame's headers into a new SEND (a
 ``scheduledJobId`` header makes it fire at once); with ``ack:client-individual`` the prefetch
@@ -201,15 +201,14 @@ class StompClient:
         return sid
 
     def ack(self, frame: Frame) -> None:
-        try:
-            with self._lock:
-                self._conn.ack(frame.ack_id)
-        except (stomp.exception.StompException, OSError) as exc:
-            raise TransientError(f"ack failed: {exc}") from exc
+        self._settle("ack", frame)
 
     def nack(self, frame: Frame) -> None:
+        self._settle("nack", frame)
+
+    def _settle(self, verb: str, frame: Frame) -> None:
         try:
             with self._lock:
-                self._conn.nack(frame.ack_id)
+                getattr(self._conn, verb)(frame.ack_id)
         except (stomp.exception.StompException, OSError) as exc:
-            raise TransientError(f"nack failed: {exc}") from exc
+            raise TransientError(f"{verb} failed: {exc}") from exc

@@ -56,7 +56,6 @@ class WakeUp:
     category: str
     planned_ms: int  # when the snapshot was taken (intent changes after it are rechecked)
     items: tuple[Item, ...] = field(default_factory=tuple)
-    replay: bool = False
 
     @property
     def first_due_ms(self) -> int:
@@ -68,7 +67,6 @@ class WakeUp:
             "id": self.id,
             "category": self.category,
             "planned_ms": self.planned_ms,
-            "replay": self.replay,
             "items": [_item_dict(i) for i in self.items],
         }
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
@@ -114,7 +112,6 @@ def decode(raw: bytes | str) -> WakeUp:
             category=str(body["category"]),
             planned_ms=int(body["planned_ms"]),
             items=tuple(items),
-            replay=bool(body.get("replay", False)),
         )
     except KeyError as exc:
         raise WireError(f"missing field {exc.args[0]!r}") from None

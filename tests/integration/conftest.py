@@ -29,7 +29,9 @@ import pymongo
 import pytest
 from pymongo.database import Database
 
-from shared.services import LocalStack, StackConfig, ensure_installed
+from devstack.config import StackConfig
+from devstack.install import ensure_installed
+from devstack.stack import LocalStack
 from shared.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +60,7 @@ def make_test_settings(**overrides: Any) -> Settings:
 
 @dataclass
 class Stack:
-    """The running test stack. ``local`` is the underlying `shared.services.LocalStack`."""
+    """The running test stack. ``local`` is the underlying `devstack.stack.LocalStack`."""
 
     settings: Settings
     local: LocalStack

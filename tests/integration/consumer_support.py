@@ -18,11 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from creator.plan import message_id
 from creator.planner import Planner
-from shared import db as dbm
 from shared.clock import utcnow
+from shared.domain.messages import new_message
 from shared.settings import CategorySettings, Settings
+from shared.store import db as dbm
 from tests.integration.harness import World, wait_for
 
 Doc = dict[str, Any]
@@ -121,31 +121,7 @@ def herd(
                 "updatedAt": now,
             }
         )
-        messages.append(
-            {
-                "_id": message_id(rid, 1, tid, local_date),
-                "userId": uid,
-                "reminderId": rid,
-                "reminderVersion": 1,
-                "notificationTokenId": tid,
-                "token": token,
-                "category": category,
-                "label": label,
-                "title": "Herd",
-                "body": None,
-                "data": None,
-                "scheduledAt": due,
-                "localDate": local_date.isoformat(),
-                "timezone": tz,
-                "dailyCap": None,
-                "quietHours": None,
-                "status": "pending",
-                "isDeleted": False,
-                "attempts": 0,
-                "plannedAt": now,
-                "createdAt": now,
-            }
-        )
+        messages.append(new_message(reminders[-1], users[-1], tokens[-1], due, local_date, now))
     dbm.ensure_indexes(world.db)
     world.db[dbm.USERS].insert_many(users, ordered=False)
     world.db[dbm.TOKENS].insert_many(tokens, ordered=False)

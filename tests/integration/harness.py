@@ -19,16 +19,16 @@ from typing import Any
 
 from pymongo.database import Database
 
-from consumer.expo_client import ExpoSender
 from consumer.worker import Consumer
 from creator.manage import Manager
-from creator.plan import message_id
 from creator.planner import Planner
-from shared import db as dbm
+from devstack.fake_expo import FakeExpo
 from shared.broker import StompClient
 from shared.clock import utcnow
-from shared.fake_expo import FakeExpo
+from shared.domain.messages import new_message
+from shared.expo.sender import ExpoSender
 from shared.settings import Settings
+from shared.store import db as dbm
 
 Doc = dict[str, Any]
 
@@ -166,31 +166,7 @@ class World:
                 self.db[dbm.REMINDERS].insert_one(rem)
             local_date = due.astimezone(__import__("zoneinfo").ZoneInfo(user["timezone"])).date()
             for tok in self.db[dbm.TOKENS].find({"userId": uid, "isActive": True}):
-                docs.append(
-                    {
-                        "_id": message_id(rem["_id"], rem["version"], tok["_id"], local_date),
-                        "userId": uid,
-                        "reminderId": rem["_id"],
-                        "reminderVersion": rem["version"],
-                        "notificationTokenId": tok["_id"],
-                        "token": tok["token"],
-                        "category": category,
-                        "label": label,
-                        "title": title,
-                        "body": None,
-                        "data": None,
-                        "scheduledAt": due,
-                        "localDate": local_date.isoformat(),
-                        "timezone": user["timezone"],
-                        "dailyCap": user.get("dailyCap"),
-                        "quietHours": (user.get("prefs") or {}).get("quietHours"),
-                        "status": "pending",
-                        "isDeleted": False,
-                        "attempts": 0,
-                        "plannedAt": now,
-                        "createdAt": now,
-                    }
-                )
+                docs.append(new_message(rem, user, tok, due, local_date, now))
         if docs:
             self.db[dbm.MESSAGES].insert_many(docs, ordered=False)
             if arm:

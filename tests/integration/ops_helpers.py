@@ -7,7 +7,7 @@ import socket
 from typing import Any
 
 from creator.janitor import sweep
-from shared.cli import build_parser
+from ops.cli import build_parser
 from shared.clock import utcnow
 from shared.settings import Settings
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 
 from consumer.attempts import AttemptLog
-from creator.janitor import maybe_sent
-from shared import db as dbm
 from shared.clock import utcnow
+from shared.store import db as dbm
+from shared.store.guards import maybe_sent
 
 
 def test_concurrent_marks_are_all_recorded_in_fewer_writes(db):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 from zoneinfo import ZoneInfo
 
-from shared import db as dbm
 from shared.clock import utcnow
+from shared.store import db as dbm
 from tests.integration.consumer_support import guarded, in_seconds
 from tests.integration.harness import World, wait_for
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared import db as dbm
+from shared.store import db as dbm
 from tests.integration.consumer_support import (
     arm,
     empty_collections,

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumer.recorder import journal_entries
-from shared import db as dbm
+from shared.domain.outcomes import journal_entries
+from shared.store import db as dbm
 from tests.integration.consumer_support import (
     ConsumerProcess,
     arm,

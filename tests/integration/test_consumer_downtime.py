@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared import db as dbm
 from shared.clock import utcnow
+from shared.store import db as dbm
 from tests.integration.consumer_support import (
     arm,
     empty_collections,

@@ -3,7 +3,7 @@ test_consumer_cancel.py)."""
 
 from __future__ import annotations
 
-from shared import db as dbm
+from shared.store import db as dbm
 from tests.integration.consumer_support import in_seconds, set_graces, token_of
 from tests.integration.harness import wait_for
 

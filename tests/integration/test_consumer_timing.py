@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from shared import db as dbm
+from shared.store import db as dbm
 from tests.integration.consumer_support import in_seconds, ms
 from tests.integration.harness import wait_for
 

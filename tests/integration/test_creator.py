@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from creator.plan import Doc
 from creator.planner import PassReport, Planner
-from shared import db as dbm
 from shared.broker import Frame, StompClient
+from shared.domain.plan import Doc
 from shared.errors import InputError
+from shared.store import db as dbm
 from shared.wire import WakeUp, decode
 from tests.integration.harness import World, wait_for
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections import Counter
 
-from shared import db as dbm
+from shared.store import db as dbm
 from tests.integration.conftest import REPO_ROOT
 
 DEMO_DB = "tzpush_demo_test"
@@ -32,7 +32,7 @@ def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tm
     }
     summary_file = tmp_path / "summary.json"
     cmd = [
-        sys.executable, "-m", "shared.cli", "demo", "--no-services", "--fake-port", "0",
+        sys.executable, "-m", "ops.cli", "demo", "--no-services", "--fake-port", "0",
         "--database", DEMO_DB, "--minutes", "1", "--min-lead", "20", "--until-done",
         "--duration", "150", "--summary-json", str(summary_file),
     ]  # fmt: skip

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from consumer.expo_client import ExpoSender, OutgoingPush, PushOutcome
+from devstack.fake_expo import FakeExpo
 from shared.errors import PermanentError
-from shared.fake_expo import FakeExpo
+from shared.expo.pushes import OutgoingPush, PushOutcome
+from shared.expo.sender import ExpoSender
 from shared.settings import ExpoSettings
 
 pytestmark = pytest.mark.integration

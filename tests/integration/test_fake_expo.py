@@ -26,8 +26,8 @@ from exponent_server_sdk import (
     PushServerError,
 )
 
-from shared.fake_expo import FakeExpo
-from shared.validation import MAX_PAYLOAD_BYTES, payload_size
+from devstack.fake_expo import FakeExpo
+from shared.domain.validation import MAX_PAYLOAD_BYTES, payload_size
 
 pytestmark = pytest.mark.integration
 
@@ -327,7 +327,7 @@ def test_keep_alive_reuses_one_connection(fake: FakeExpo) -> None:
 def test_cli_runs_until_sigterm(tmp_path: Path) -> None:
     env = {**os.environ, "TZPUSH_EXPO__ACCESS_TOKEN": "cli-token"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "fake-expo", "--port", "0", "--rate", "0"],
+        [sys.executable, "-m", "ops.cli", "fake-expo", "--port", "0", "--rate", "0"],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -3,7 +3,7 @@ the full run otherwise; the full run always recreates what was dropped."""
 
 from __future__ import annotations
 
-from shared import db as dbm
+from shared.store import db as dbm
 
 
 def test_trusting_the_marker_skips_only_when_this_plan_was_ensured(db):

@@ -8,9 +8,10 @@ import shutil
 
 from pydantic import SecretStr
 
-from shared import db as dbm
-from shared.doctor import check_broker, check_expo, run_checks
-from shared.services import ACTIVEMQ_CONF, LocalStack, StackConfig
+from devstack.config import ACTIVEMQ_CONF, StackConfig
+from devstack.stack import LocalStack
+from ops.doctor import check_broker, check_expo, run_checks
+from shared.store import db as dbm
 from tests.integration.ops_helpers import free_port, run_cli
 
 

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from consumer.expo_client import ExpoSender
+from ops.replay import Replayer, Selection, select
 from shared.clock import utcnow
-from shared.replay import Replayer, Selection, select
+from shared.expo.sender import ExpoSender
 from tests.integration.ops_helpers import missed, run_cli
 
 

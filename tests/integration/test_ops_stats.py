@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from shared import db as dbm
+from ops.stats import compute
 from shared.clock import utcnow
-from shared.stats import compute
+from shared.store import db as dbm
 from tests.integration.ops_helpers import run_cli
 
 

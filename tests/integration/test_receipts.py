@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumer.expo_client import ExpoSender
 from consumer.receipts import ReceiptPoller
-from shared import db as dbm
+from shared.expo.sender import ExpoSender
+from shared.store import db as dbm
 from tests.integration.consumer_support import in_seconds
 from tests.integration.harness import World, wait_for
 

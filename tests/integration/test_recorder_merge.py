@@ -10,7 +10,7 @@ import pytest
 
 import consumer.recorder as recorder_mod
 from consumer.recorder import Job, Recorder
-from shared import db as dbm
+from shared.store import db as dbm
 
 
 def row(mid: str, due_ms: int) -> list[Any]:

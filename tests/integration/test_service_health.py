@@ -33,7 +33,7 @@ def start(world: World, role: str, **env: str) -> tuple[subprocess.Popen[bytes],
     port = free_port()
     e = consumer_env(world.settings, TZPUSH_METRICS__PORT=str(port), **env)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", role],
+        [sys.executable, "-m", "ops.cli", role],
         env=e,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -19,7 +19,9 @@ import stomp
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from shared.services import LocalStack, StackConfig, stomp_ready
+from devstack.config import StackConfig
+from devstack.probes import stomp_ready
+from devstack.stack import LocalStack
 
 from .conftest import REPO_ROOT, SECANTUS_VENV, Stack
 
@@ -173,7 +175,7 @@ def cli_state(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 def tzpush(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "ops.cli", *args],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,

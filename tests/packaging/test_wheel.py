@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("shared", "creator", "consumer")
+PACKAGES = ("shared", "creator", "consumer", "ops", "devstack")
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -60,9 +60,10 @@ def test_wheel_contents(wheel: Path) -> None:
         scripts = zf.read(entry_points).decode()
     for pkg in PACKAGES:
         assert f"{pkg}/__init__.py" in names
-    assert "shared/settings.py" in names and "shared/cli.py" in names
+    assert "shared/settings.py" in names and "ops/cli.py" in names
+    assert "shared/domain/messages.py" in names and "devstack/fake_expo.py" in names
     assert not any(n.startswith("tests/") for n in names)
-    assert "tzpush = shared.cli:main" in scripts
+    assert "tzpush = ops.cli:main" in scripts
 
 
 def test_tzpush_help_from_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:

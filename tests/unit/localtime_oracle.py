@@ -1,4 +1,4 @@
-"""A brute-force oracle for ``shared.localtime``, written without its resolution code.
+"""A brute-force oracle for ``shared.domain.localtime``, written without its resolution code.
 
 It only ever converts UTC instants to local time (``datetime.fromtimestamp(u, zone)``), never the
 other way, and reads the DST policy straight off that walk:

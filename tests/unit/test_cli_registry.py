@@ -6,7 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from shared.cli import COMMAND_MODULES, COMMANDS, build_parser
+from ops.cli import COMMAND_MODULES, COMMANDS, build_parser
 
 
 def _commands(parser: argparse.ArgumentParser) -> set[str]:
@@ -28,10 +28,10 @@ def test_unknown_or_missing_command_gets_the_full_parser():
 
 def test_the_consumer_command_does_not_import_the_other_commands():
     code = (
-        "import sys; from shared.cli import build_parser; build_parser('consumer'); "
-        "print(','.join(m for m in ('shared.fake_expo', 'shared.ops', 'creator.cli', "
-        "'creator.planner', 'shared.services', 'consumer.receipts', 'rich', "
-        "'consumer.expo_client', 'requests') if m in sys.modules))"
+        "import sys; from ops.cli import build_parser; build_parser('consumer'); "
+        "print(','.join(m for m in ('devstack.fake_expo', 'ops.commands', 'creator.cli', "
+        "'creator.planner', 'devstack.cli', 'devstack.stack', 'consumer.receipts', 'rich', "
+        "'shared.expo.sender', 'requests') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

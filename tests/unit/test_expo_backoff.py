@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shared.backoff import compute_backoff
+from shared.domain.backoff import compute_backoff
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.expo_client import RateLimiter
+from shared.expo.transport import RateLimiter
 
 
 class Clock:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import InputError
-from shared.validation import (
+from shared.domain.validation import (
     MAX_PAYLOAD_BYTES,
     is_expo_token,
     payload_size,
     validate_expo_token,
     validate_payload,
 )
+from shared.errors import InputError
 
 
 @pytest.mark.parametrize(

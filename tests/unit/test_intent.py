@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from consumer.intent import full_reason, in_quiet_hours, snapshot_reason
+from shared.domain.intent import full_reason, in_quiet_hours, snapshot_reason
 from shared.wire import Item
 
 # 2026-10-24T16:05Z is 18:05 in Berlin.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from consumer.recorder import ROW_FIELDS, entry_ops, journal_entries, pack_journal, row_entries
+from shared.domain.outcomes import ROW_FIELDS, journal_entries, pack_journal, row_entries
+from shared.store.journal import entry_ops
 
 AT = dt.datetime(2026, 11, 30, 18, 0, 0, 123000, tzinfo=dt.UTC)
 DUE_MS = int(AT.timestamp() * 1000) - 5
@@ -24,6 +25,7 @@ def row(i: int, ok: bool = True) -> list:
         not ok,
         "2026-11-30",
         DUE_MS,
+        None if ok else "DeviceNotRegistered",
     ]
 
 
@@ -52,3 +54,29 @@ def test_the_same_ops_from_packed_rows_and_from_old_documents():
     updates, effects, refunds = entry_ops(packed, 900)
     assert len(updates) == 2 and [e.kind for e in effects] == ["ok", "dead"]
     assert refunds == {"u2:2026-11-30": 1}  # the capped failure gives its reservation back
+
+
+def test_rows_journaled_before_codes_still_merge_the_same():
+    """A consumer of the previous release journaled 11-field rows (no code): a rolling deploy
+    merges them with the same token effects, the code read back from the label."""
+    new = [
+        row(1),
+        row(2, ok=False),
+        [
+            *row(3, ok=False)[:3],
+            "HTTP 503 after 3 retries",
+            "x",
+            4,
+            "tok3",
+            "u3",
+            False,
+            "2026-11-30",
+            DUE_MS,
+            "ServerError",
+        ],
+    ]
+    old = [r[:-1] for r in new]
+    ops_new = entry_ops(row_entries(new, AT, "c1"), 900)
+    ops_old = entry_ops(row_entries(old, AT, "c1"), 900)
+    assert [e.kind for e in ops_old[1]] == [e.kind for e in ops_new[1]] == ["ok", "dead"]
+    assert repr(ops_old[0]) == repr(ops_new[0])

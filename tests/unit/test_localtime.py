@@ -1,4 +1,4 @@
-"""Examples for shared.localtime: the article's table, named DST cases, and refused input."""
+"""Examples for shared.domain.localtime: the article's table, named DST cases, and refused input."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import datetime as dt
 
 import pytest
 
-from shared.errors import InputError
-from shared.localtime import (
+from shared.domain.localtime import (
     LocalTimeError,
     Occurrence,
     next_occurrence,
@@ -15,6 +14,7 @@ from shared.localtime import (
     parse_hhmm,
     validate_timezone,
 )
+from shared.errors import InputError
 
 UTC = dt.UTC
 

@@ -1,4 +1,4 @@
-"""shared.localtime against a brute-force oracle, over every zone in the tz database.
+"""shared.domain.localtime against a brute-force oracle, over every zone in the tz database.
 
 The oracle (``localtime_oracle``) only converts UTC to local time. Generated cases are biased
 toward transition days: most pick a zone's real gap or overlap in a year from 1990 to 2037 and a
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.localtime import Occurrence, next_occurrence, occurrences_between
+from shared.domain.localtime import Occurrence, next_occurrence, occurrences_between
 from tests.unit.localtime_oracle import DAY, EPOCH_ORD, expected_between, transitions
 
 ZONES = sorted(zoneinfo.available_timezones() - {"localtime"})

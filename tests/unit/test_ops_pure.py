@@ -6,14 +6,14 @@ import datetime as dt
 
 import pytest
 
-from shared.demo import DemoOptions, due_minutes
-from shared.demo_view import PlainLog, Snapshot
-from shared.doctor import check_settings
+from ops.demo import DemoOptions, due_minutes
+from ops.demo_view import PlainLog, Snapshot
+from ops.doctor import check_settings
+from ops.replay import Selection
+from ops.stats import percentile
 from shared.errors import InputError
-from shared.ops import parse_instant
-from shared.replay import Selection
+from shared.instants import parse_instant
 from shared.settings import Settings
-from shared.stats import percentile
 
 UTC = dt.UTC
 
@@ -24,6 +24,27 @@ def test_parse_instant_accepts_z_and_naive_as_utc():
     assert parse_instant(None) is None
     with pytest.raises(InputError, match="ISO 8601"):
         parse_instant("yesterday")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("20240501T0800Z", dt.datetime(2024, 5, 1, 8, tzinfo=UTC)),  # basic format
+        ("2024-05-01T10:00+02:00", dt.datetime(2024, 5, 1, 8, tzinfo=UTC)),  # offset -> UTC
+        ("2024-05-01", dt.datetime(2024, 5, 1, tzinfo=UTC)),  # a date: its UTC midnight
+        ("2024-W18-3", dt.datetime(2024, 5, 1, tzinfo=UTC)),  # ISO week date
+        (" 2024-05-01T08:00:00.250Z ", dt.datetime(2024, 5, 1, 8, 0, 0, 250000, tzinfo=UTC)),
+    ],
+)
+def test_parse_instant_takes_iso_8601_forms_through_dateutil(text, expected):
+    got = parse_instant(text)
+    assert got == expected and got.tzinfo is UTC
+
+
+@pytest.mark.parametrize("text", ["05/01/2024", "2024-13-01", "2024-05-01T25:00Z", "", "tomorrow"])
+def test_parse_instant_refuses_what_is_not_iso_8601_naming_the_option(text):
+    with pytest.raises(InputError, match=r"--since .* is not an ISO 8601 instant \(for example"):
+        parse_instant(text, what="--since")
 
 
 def test_percentile_nearest_rank():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from creator.plan import group_wakeups, message_id, plan_messages, user_accepts
+from shared.domain.plan import group_wakeups, message_id, plan_messages, user_accepts
 
 NOW = dt.datetime(2026, 10, 24, 0, 0, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""Pure parts of shared/services.py: which addresses the local stack accepts."""
+"""Pure parts of devstack/ (config, stack): which addresses the local stack accepts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.services import ServiceError, StackConfig, is_loopback, parse_mongo_host
+from devstack.config import ServiceError, StackConfig, is_loopback, parse_mongo_host
 from shared.settings import Settings
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ops.settings_doc import rows
 from shared.settings import Settings, SettingsError
-from shared.settings_doc import rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +95,7 @@ def test_cli_prints_settings_errors_and_exits_2(tmp_path: Path) -> None:
         "TZPUSH_EXPO__ACCESS_TOKEN": "tok-123",
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "services", "status"],
+        [sys.executable, "-m", "ops.cli", "services", "status"],
         capture_output=True,
         text=True,
         env=env,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from pymongo.database import Database
@@ -20,11 +19,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from shared import db as dbm
-from shared.fake_expo import FakeExpo
-from shared.stats import percentile
-
-Doc = dict[str, Any]
+from devstack.fake_expo import FakeExpo
+from ops.stats import percentile
+from shared.domain.messages import ENDED_WITHOUT_SUCCESS, Doc, Status
+from shared.store import db as dbm
 
 
 def _local(t: dt.datetime, zone: str) -> str:
@@ -72,7 +70,7 @@ class Snapshot:
 
     def ended(self) -> list[Doc]:
         """Messages that ended without a delivery: cancelled, missed, failed."""
-        return [m for m in self.messages if m["status"] in ("cancelled", "is_missed", "failed")]
+        return [m for m in self.messages if m["status"] in ENDED_WITHOUT_SUCCESS]
 
     def deactivated(self) -> list[Doc]:
         return [t for t in self.tokens if not t.get("isActive")]
@@ -113,7 +111,7 @@ def render(snap: Snapshot, title: str) -> Group:
     for col in ("user", "category", "local", "zone", "UTC instant", "in"):
         up.add_column(col)
     pending = sorted(
-        (m for m in snap.messages if m["status"] == "pending"), key=lambda m: m["scheduledAt"]
+        (m for m in snap.messages if m["status"] == Status.PENDING), key=lambda m: m["scheduledAt"]
     )
     for m in pending[:12]:
         secs = (m["scheduledAt"] - snap.at).total_seconds()

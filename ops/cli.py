@@ -20,20 +20,20 @@ from shared.errors import InputError, NotFoundError, TzpushError
 # restarting after an outage is sending sooner without the demo's, the fake's and the
 # planner's imports. A test keeps this in step with what the modules register.
 COMMANDS: dict[str, str] = {
-    "services": "shared.services",
-    "fake-expo": "shared.fake_expo",
+    "services": "devstack.cli",
+    "fake-expo": "devstack.cli",
     "creator": "creator.cli",
     "users": "creator.cli",
     "reminders": "creator.cli",
     "tokens": "creator.cli",
     "consumer": "consumer.cli",
     "receipts": "consumer.cli",
-    "stats": "shared.ops",
-    "replay": "shared.ops",
-    "rebuild": "shared.ops",
-    "doctor": "shared.ops",
-    "messages": "shared.ops",
-    "demo": "shared.ops",
+    "stats": "ops.commands",
+    "replay": "ops.commands",
+    "rebuild": "ops.commands",
+    "doctor": "ops.commands",
+    "messages": "ops.commands",
+    "demo": "ops.commands",
 }
 COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))
 

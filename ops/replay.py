@@ -23,21 +23,24 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
 
-from consumer import intent
-from consumer.expo_client import ExpoSender, OutgoingPush, PushOutcome
-from consumer.recorder import TokenEffect, apply_token_effects, counts_against_token
-from creator.plan import to_item
-from shared import db as dbm
 from shared import metrics
 from shared.clock import Clock, utcnow
+from shared.domain import intent
+from shared.domain.messages import Doc, Status
+from shared.domain.outcomes import TokenEffect, effect_of, outcome_fields
+from shared.domain.plan import to_item
+from shared.expo.pushes import OutgoingPush, PushOutcome
+from shared.expo.sender import ExpoSender
 from shared.settings import Settings
+from shared.store import db as dbm
+from shared.store import intent as stored_intent
+from shared.store.journal import apply_token_effects
+from shared.store.messages import end
 
-Doc = dict[str, Any]
 CHUNK = 500
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
@@ -54,7 +57,7 @@ class Selection:
     ids: Sequence[str] = ()
 
     def query(self) -> Doc:
-        q: Doc = {"status": "is_missed"}
+        q: Doc = {"status": Status.IS_MISSED.value}
         if self.ids:
             q["_id"] = {"$in": list(self.ids)}
         q["scheduledAt"] = {"$gte": self.since or EPOCH, "$lt": self.until or FAR}
@@ -93,10 +96,10 @@ class Replayer:
 
     def _take(self, doc: Doc, now: dt.datetime) -> bool:
         res = self.database[dbm.MESSAGES].update_one(
-            {"_id": doc["_id"], "status": "is_missed"},
+            {"_id": doc["_id"], "status": Status.IS_MISSED.value},
             {
                 "$set": {
-                    "status": "replaying",
+                    "status": Status.REPLAYING.value,
                     "replay": {
                         "by": self.by,
                         "at": now,
@@ -115,7 +118,7 @@ class Replayer:
             self.counts["skipped (taken by another replay)"] += len(docs) - len(mine)
         items = [to_item(d) for d in mine]
         users, reminders, tokens = (
-            intent.load_current(self.database, items) if items else ({}, {}, {})
+            stored_intent.load_current(self.database, items) if items else ({}, {}, {})
         )
         sendable: dict[str, Doc] = {}
         ends: list[UpdateOne] = []
@@ -128,9 +131,10 @@ class Replayer:
                 tokens.get(it.token_id),
             )
             if why:
-                ends.append(self._end(d["_id"], "cancelled", f"not replayed: {why}", now))
-                self.counts["cancelled"] += 1
-                metrics.MESSAGES.labels(d["category"], "cancelled").inc()
+                reason = f"not replayed: {why}"
+                ends.append(end(d["_id"], Status.CANCELLED, reason, now, expect=Status.REPLAYING))
+                self.counts[Status.CANCELLED] += 1
+                metrics.MESSAGES.labels(d["category"], Status.CANCELLED).inc()
             else:
                 sendable[d["_id"]] = d
         if ends:
@@ -155,57 +159,30 @@ class Replayer:
         ]
         self.sender.send(pushes, on_chunk_done=lambda outs: self._record(sendable, outs))
 
-    def _end(self, mid: str, status: str, reason: str, now: dt.datetime) -> UpdateOne:
-        return UpdateOne(
-            {"_id": mid, "status": "replaying"},
-            {"$set": {"status": status, "reason": reason, "finishedAt": now}},
-        )
-
     def _record(self, docs: dict[str, Doc], outs: list[PushOutcome]) -> None:
         now = self.clock()
-        check_after = now + dt.timedelta(seconds=self.settings.consumer.receipts_delay_s)
         updates: list[UpdateOne] = []
         effects: list[TokenEffect] = []
         for o in outs:
             d = docs[o.message_id]
-            lateness = int((now - d["scheduledAt"]).total_seconds() * 1000)
+            fields = outcome_fields(
+                ok=o.ok,
+                at=now,
+                due_ms=int(d["scheduledAt"].timestamp() * 1000),
+                ticket=o.ticket_id,
+                error=o.error,
+                message=o.message,
+                receipts_delay_s=self.settings.consumer.receipts_delay_s,
+            )
             if o.ok:
-                fields: Doc = {
-                    "status": "success",
-                    "ticketId": o.ticket_id,
-                    "sentAt": now,
-                    "finishedAt": now,
-                    "lateness_ms": lateness,
-                    "reason": f"accepted by Expo (replayed by {self.by})",
-                    "receipt": {"state": "pending", "checkAfter": check_after},
-                }
-                effects.append(
-                    TokenEffect(d["notificationTokenId"], d["userId"], "ok", pushed_at=now)
-                )
-            else:
-                fields = {
-                    "status": "failed",
-                    "finishedAt": now,
-                    "lateness_ms": lateness,
-                    "reason": o.message or o.error or "failed",
-                    "error": o.error,
-                }
-                if o.device_not_registered:
-                    effects.append(
-                        TokenEffect(
-                            d["notificationTokenId"], d["userId"], "dead", o.error or "", now
-                        )
-                    )
-                elif counts_against_token(o.error):
-                    effects.append(
-                        TokenEffect(
-                            d["notificationTokenId"], d["userId"], "fail", o.error or "", now
-                        )
-                    )
+                fields["reason"] = f"accepted by Expo (replayed by {self.by})"
+            effect = effect_of(o.ok, o.code, o.error, d["notificationTokenId"], d["userId"], now)
+            if effect is not None:
+                effects.append(effect)
             fields["replay.sentAt"] = now
             updates.append(
                 UpdateOne(
-                    {"_id": o.message_id, "status": "replaying"},
+                    {"_id": o.message_id, "status": Status.REPLAYING.value},
                     {"$set": fields, "$inc": {"attempts": o.attempts}},
                 )
             )

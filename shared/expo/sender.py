@@ -1,9 +1,9 @@
 """The Expo sender: exponent-server-sdk wrapped with chunking, throttling, concurrency and retry.
 
 The SDK (2.2.0) is used for what it does well, building each message's payload and parsing
-tickets and receipts, and kept away from its traps (notes/expo.md):
+tickets and receipts, and kept away from its traps (docs/notes/expo.md):
 
-- its token check accepts only ``ExponentPushToken...``; ``_Message`` skips it (we check tokens
+- its token check accepts only ``ExponentPushToken...``; ``SdkMessage`` skips it (we check tokens
   ourselves with ``validate_expo_token``, which also accepts ``ExpoPushToken[...]`` and UUIDs);
 - ``publish_multiple`` loses the tickets of earlier chunks when a later one fails, so we call
   ``_publish_internal`` once per chunk of at most 100, each with its own retry;
@@ -23,7 +23,6 @@ flight: a steady state earns no 429. The limit is per process: N senders share E
 from __future__ import annotations
 
 import contextlib
-import gzip
 import logging
 import random
 import threading
@@ -35,111 +34,39 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
-from exponent_server_sdk import PushClient, PushMessage, PushServerError
+from exponent_server_sdk import PushClient
 
-from consumer.pushes import OutgoingPush, PreparedPush, PushOutcome, ReceiptOutcome
-from shared.backoff import compute_backoff
-from shared.errors import InputError, PermanentError, TransientError
+from shared.domain.backoff import compute_backoff
+from shared.domain.outcomes import ErrorCode
+from shared.errors import PermanentError, TransientError
+from shared.expo.payload import SdkMessage, check_push
+from shared.expo.pushes import (
+    BeforeRequest,
+    OnChunkDone,
+    OutgoingPush,
+    PreparedPush,
+    PushOutcome,
+    ReceiptOutcome,
+)
+from shared.expo.transport import GzipSession, RateLimiter, classify, detail_error
 from shared.settings import ExpoSettings
-from shared.validation import MAX_PAYLOAD_BYTES, payload_size, validate_expo_token
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_REQUEST = 100
 MAX_RECEIPTS_PER_REQUEST = 1000
-_SDK_TOKEN_STAND_IN = "ExponentPushToken[stand-in]"
 
 T = TypeVar("T")
 EventHook = Callable[[str, dict[str, Any]], None]
 
 
-class _Message(PushMessage):
-    """The SDK's message with its too-narrow token check skipped (we validated already).
-
-    The payload is built once (by the SDK's own field mapping) and kept: we measure it before
-    sending and the SDK serialises it, and a retry reuses it.
-    """
-
-    _payload: dict[str, Any] | None = None
-
-    def get_payload(self) -> dict[str, Any]:
-        if self._payload is None:
-            stand_in = PushMessage(*self)._replace(to=_SDK_TOKEN_STAND_IN)
-            payload: dict[str, Any] = stand_in.get_payload()
-            payload["to"] = self.to
-            self._payload = payload
-        return self._payload
-
-
 _TicketRef = namedtuple("_TicketRef", ["id"])  # what check_receipts_multiple reads
-
-
-class RateLimiter:
-    """Token bucket charged before a request; thread-safe.
-
-    A charge larger than what is left puts the bucket in debt and the caller sleeps until the
-    debt is paid, so callers are served in order and the long-run rate is exact, and a charge
-    larger than the capacity still passes.
-    """
-
-    def __init__(
-        self,
-        rate: float,
-        capacity: float,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if rate <= 0 or capacity <= 0:
-            raise ValueError("rate and capacity must be > 0")
-        self.rate, self.capacity = rate, capacity
-        self._clock, self._sleep = clock, sleep
-        self._level = capacity
-        self._stamp = clock()
-        self._lock = threading.Lock()
-
-    def reserve(self, n: float) -> float:
-        """Charge ``n`` now; return how long the caller must wait before using it."""
-        with self._lock:
-            now = self._clock()
-            self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
-            self._stamp = now
-            self._level -= n
-            return max(0.0, -self._level / self.rate)
-
-    def acquire(self, n: float) -> float:
-        """Charge ``n`` and wait until it is paid for; return the seconds waited."""
-        delay = self.reserve(n)
-        if delay > 0:
-            self._sleep(delay)
-        return delay
-
-
-class _GzipSession(requests.Session):
-    """Gzip request bodies of at least ``min_bytes`` (Expo accepts them, as the Node SDK does)."""
-
-    def __init__(self, min_bytes: int | None) -> None:
-        super().__init__()
-        self.min_bytes = min_bytes
-
-    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
-        body = request.body
-        if (
-            self.min_bytes is not None
-            and isinstance(body, str | bytes)
-            and len(body) >= self.min_bytes
-            and "Content-Encoding" not in request.headers
-        ):
-            raw = body.encode() if isinstance(body, str) else body
-            request.body = gzip.compress(raw, compresslevel=1)
-            request.headers["Content-Encoding"] = "gzip"
-            request.headers["Content-Length"] = str(len(request.body))
-        return super().send(request, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)
 class _Failure:
     error: str
+    code: ErrorCode
     message: str
     attempts: int
     permanent: bool
@@ -184,8 +111,8 @@ class ExpoSender:
     def send(
         self,
         pushes: Sequence[OutgoingPush | PreparedPush],
-        on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
-        before_request: Callable[[list[str]], None] | None = None,
+        on_chunk_done: OnChunkDone | None = None,
+        before_request: BeforeRequest | None = None,
     ) -> list[PushOutcome]:
         """Send ``pushes``; return one outcome per push, in the same order.
 
@@ -229,8 +156,8 @@ class ExpoSender:
         """Check and build ``pushes`` now, so ``send`` has only the requests left to do."""
         out = []
         for push in pushes:
-            checked = self._prepare(push)
-            if isinstance(checked, _Message):
+            checked = check_push(push)
+            if isinstance(checked, SdkMessage):
                 checked.get_payload()  # built once and kept
             out.append(PreparedPush(push, checked))
         return out
@@ -263,7 +190,7 @@ class ExpoSender:
                 found[receipt.id] = ReceiptOutcome(
                     ticket_id=receipt.id,
                     ok=ok,
-                    error=None if ok else _detail_error(receipt.details),
+                    error=None if ok else detail_error(receipt.details),
                     message=receipt.message or "",
                 )
         return found
@@ -284,35 +211,6 @@ class ExpoSender:
         self.close()
 
     # -- internals ---------------------------------------------------------------------------
-    def _prepare(self, push: OutgoingPush) -> _Message | PushOutcome:
-        def refuse(error: str, message: str) -> PushOutcome:
-            return PushOutcome(push.message_id, False, None, error, message, attempts=0)
-
-        try:
-            to = validate_expo_token(push.to)
-        except InputError as exc:
-            return refuse("InvalidToken", str(exc))
-        message = _Message(
-            to=to,
-            data=push.data,
-            title=push.title,
-            body=push.body,
-            category=push.category,
-            ttl=push.ttl,
-            priority=push.priority,
-            sound=push.sound,
-        )
-        try:
-            size = payload_size(message.get_payload())
-        except (TypeError, ValueError) as exc:
-            return refuse("InvalidPayload", f"payload is not JSON-serialisable: {exc}")
-        if size > MAX_PAYLOAD_BYTES:
-            return refuse(
-                "MessageTooBig",
-                f"payload is {size} bytes as Expo JSON, over the {MAX_PAYLOAD_BYTES}-byte limit",
-            )
-        return message
-
     def _send_chunk(
         self,
         chunk: list[tuple[int, OutgoingPush | PreparedPush]],
@@ -320,12 +218,12 @@ class ExpoSender:
         before_request: Callable[[list[str]], None] | None = None,
     ) -> None:
         outcomes: list[tuple[int, PushOutcome]] = []
-        ready: list[tuple[int, OutgoingPush, _Message]] = []
+        ready: list[tuple[int, OutgoingPush, SdkMessage]] = []
         for index, item in chunk:
             if isinstance(item, PreparedPush):
                 push, checked = item.push, item.ready
             else:
-                push, checked = item, self._prepare(item)
+                push, checked = item, check_push(item)
             if isinstance(checked, PushOutcome):
                 outcomes.append((index, checked))
             else:
@@ -347,7 +245,7 @@ class ExpoSender:
 
     def _publish(
         self,
-        ready: list[tuple[int, OutgoingPush, _Message]],
+        ready: list[tuple[int, OutgoingPush, SdkMessage]],
         before_first: Callable[[], None] | None = None,
     ) -> list[tuple[int, PushOutcome]]:
         messages = [message for _, _, message in ready]
@@ -362,7 +260,13 @@ class ExpoSender:
         if isinstance(result, _Failure):
             for index, push, _ in ready:
                 outcome = PushOutcome(
-                    push.message_id, False, None, result.error, result.message, result.attempts
+                    push.message_id,
+                    False,
+                    None,
+                    result.error,
+                    result.message,
+                    result.attempts,
+                    result.code,
                 )
                 outcomes.append((index, outcome))
             return outcomes
@@ -371,9 +275,10 @@ class ExpoSender:
             if ticket.status == "ok" and ticket.id:
                 outcome = PushOutcome(push.message_id, True, ticket.id, None, "", attempts)
             else:
-                error = _detail_error(ticket.details)
+                error = detail_error(ticket.details)
                 text = ticket.message or error
-                outcome = PushOutcome(push.message_id, False, None, error, text, attempts)
+                code = ErrorCode.of_push(error)
+                outcome = PushOutcome(push.message_id, False, None, error, text, attempts, code)
             outcomes.append((index, outcome))
         return outcomes
 
@@ -401,7 +306,8 @@ class ExpoSender:
             try:
                 value = call(client)
             except Exception as exc:
-                status, label, text, retryable = _classify(exc)
+                failure = classify(exc)
+                status, label, text = failure.status, failure.label, failure.text
                 self._emit(
                     "request",
                     kind=kind,
@@ -412,13 +318,13 @@ class ExpoSender:
                 )
                 if status == 429:
                     self._emit("http_429", kind=kind, count=count, attempt=attempt)
-                if not retryable:
+                if not failure.retryable:
                     self._emit("chunk_failed", kind=kind, count=count, error=label)
-                    return _Failure(label, text, attempt, permanent=True)
+                    return _Failure(label, failure.code, text, attempt, permanent=True)
                 if attempt > retries:
                     error = f"{label} after {retries} retries"
                     self._emit("chunk_failed", kind=kind, count=count, error=error)
-                    return _Failure(error, text, attempt, permanent=False)
+                    return _Failure(error, failure.code, text, attempt, permanent=False)
                 delay = self._delay(attempt, exc)
                 self._emit("retry", kind=kind, attempt=attempt, delay_s=delay, reason=label)
                 log.info("expo %s: %s (%s); retry %d in %.2fs", kind, label, text, attempt, delay)
@@ -449,7 +355,7 @@ class ExpoSender:
     def _client(self) -> PushClient:
         client: PushClient | None = getattr(self._local, "client", None)
         if client is None:
-            session = _GzipSession(self._gzip_min_bytes)
+            session = GzipSession(self._gzip_min_bytes)
             session.headers.update(
                 {
                     "accept": "application/json",
@@ -482,35 +388,3 @@ class ExpoSender:
             self._on_event(name, fields)
         except Exception:
             log.exception("expo on_event hook failed for %r", name)
-
-
-def _detail_error(details: Any) -> str:
-    error = details.get("error") if isinstance(details, dict) else None
-    return str(error) if error else "UnknownError"
-
-
-def _classify(exc: Exception) -> tuple[int | None, str, str, bool]:
-    """(HTTP status, short label, readable text, retryable) for a failed request."""
-    response = getattr(exc, "response", None)
-    status = response.status_code if isinstance(response, requests.Response) else None
-    if isinstance(exc, PushServerError):
-        errors = exc.errors or []
-        first = errors[0] if errors and isinstance(errors[0], dict) else {}
-        code = first.get("code")
-        text = first.get("message") or exc.message
-        if status == 429 or code == "TOO_MANY_REQUESTS":
-            return 429, "TOO_MANY_REQUESTS", text, True
-        if status is None or status >= 500 or status < 400:
-            # 5xx, or a 200 with a body the SDK could not use: may work next time.
-            return status, f"HTTP {status}" if status else "invalid response", text, True
-        return status, code or f"HTTP {status}", f"HTTP {status}: {text}", False
-    if isinstance(exc, requests.HTTPError):
-        text = f"{exc}"
-        if status is not None and (status == 429 or status >= 500):
-            label = "TOO_MANY_REQUESTS" if status == 429 else f"HTTP {status}"
-            return status, label, text, True
-        return status, f"HTTP {status}", text, False
-    if isinstance(exc, requests.RequestException):
-        return None, f"network error ({type(exc).__name__})", str(exc), True
-    log.exception("unexpected error from the Expo SDK")
-    return None, f"client error ({type(exc).__name__})", str(exc), False

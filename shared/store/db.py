@@ -11,14 +11,14 @@ import contextlib
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pymongo
 from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
 from pymongo.errors import AutoReconnect, ConnectionFailure, NetworkTimeout, PyMongoError
 
+from shared.domain.messages import Doc, Status
 from shared.errors import TransientError
 from shared.settings import MongoSettings
 
@@ -51,8 +51,6 @@ ALL_COLLECTIONS = (
 PENDING_UNIQUE = "pending_occurrence_unique"
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"
 
-Doc = dict[str, Any]
-
 
 def index_plan() -> dict[str, list[IndexModel]]:
     """Every index tzpush needs, by collection, with the query each one serves (see README)."""
@@ -70,7 +68,7 @@ def index_plan() -> dict[str, list[IndexModel]]:
                 ],
                 name=PENDING_UNIQUE,
                 unique=True,
-                partialFilterExpression={"status": "pending", "isDeleted": False},
+                partialFilterExpression={"status": Status.PENDING.value, "isDeleted": False},
             ),
             # Receipts poller: tickets whose receipt is due. Partial: free at planning time.
             IndexModel(
@@ -82,7 +80,7 @@ def index_plan() -> dict[str, list[IndexModel]]:
             IndexModel(
                 [("scheduledAt", ASCENDING)],
                 name="missed_by_time",
-                partialFilterExpression={"status": "is_missed"},
+                partialFilterExpression={"status": Status.IS_MISSED.value},
             ),
         ],
         TOKENS: [
@@ -182,12 +180,6 @@ def translate_errors(what: str) -> Iterator[None]:
         ):
             raise TransientError(f"database error while {what}: {exc}") from exc
         raise
-
-
-def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.datetime) -> None:
-    """Stamp the intent-change log so consumers recheck these users in full."""
-    for uid in set(user_ids):
-        database[CHANGES].update_one({"_id": uid}, {"$set": {"at": now}}, upsert=True)
 
 
 def is_duplicate_on_id(error: Doc) -> bool:

@@ -1,6 +1,6 @@
 """What the consumer hands the Expo sender and gets back: plain values, no HTTP, no SDK.
 
-Kept apart from ``consumer.expo_client`` so that a consumer can start consuming while that
+Kept apart from ``shared.expo.sender`` so that a consumer can start consuming while that
 module (requests and the Expo SDK, a sizeable share of its start-up) is still being imported in
 the background: see ``consumer.cli.BackgroundSender``.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from shared.domain.outcomes import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +42,12 @@ class PushOutcome:
     error: str | None
     message: str = ""
     attempts: int = 1
+    code: ErrorCode | None = None  # set on every failure: what it means (shared.domain.outcomes)
 
     @property
     def device_not_registered(self) -> bool:
         """The token is dead: stop sending to it."""
-        return self.error == "DeviceNotRegistered"
+        return self.code is ErrorCode.DEVICE_NOT_REGISTERED
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,12 @@ class ReceiptOutcome:
     message: str = ""
 
     @property
+    def code(self) -> ErrorCode | None:
+        return None if self.ok else ErrorCode.of_push(self.error)
+
+    @property
     def device_not_registered(self) -> bool:
-        return self.error == "DeviceNotRegistered"
+        return self.code is ErrorCode.DEVICE_NOT_REGISTERED
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,12 @@ class PreparedPush:
     ready: Any  # the SDK message with its payload built, or the PushOutcome of a refusal
 
 
+OnChunkDone = Callable[[list["PushOutcome"]], None]
+"""Told each request's outcomes as soon as it returns (from a sending thread, one at a time)."""
+BeforeRequest = Callable[[list[str]], None]
+"""Told which message ids may leave from now on, just before their request goes out."""
+
+
 class Sender(Protocol):
     """What the consumer needs of a sender (``ExpoSender`` is the one real implementation)."""
 
@@ -79,8 +92,8 @@ class Sender(Protocol):
     def send(
         self,
         pushes: Sequence[OutgoingPush | PreparedPush],
-        on_chunk_done: Callable[[list[PushOutcome]], None] | None = None,
-        before_request: Callable[[list[str]], None] | None = None,
+        on_chunk_done: OnChunkDone | None = None,
+        before_request: BeforeRequest | None = None,
     ) -> list[PushOutcome]: ...
 
     def close(self) -> None: ...

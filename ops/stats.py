@@ -11,14 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
-from typing import Any
 
 from pymongo.database import Database
 
-from shared import db as dbm
+from shared.domain.messages import ENDED_WITHOUT_SUCCESS, Doc, Status
+from shared.store import db as dbm
 
-Doc = dict[str, Any]
-ENDED = ("cancelled", "failed", "is_missed")
+ENDED = ENDED_WITHOUT_SUCCESS
 TOP_REASONS = 10
 
 
@@ -64,13 +63,17 @@ def compute(database: Database[Doc], since: dt.datetime | None = None) -> Doc:
             reasons[status] = found
     lateness = sorted(
         int(d["lateness_ms"])
-        for d in coll.find({**match, "status": "success"}, {"lateness_ms": 1, "_id": 0})
+        for d in coll.find({**match, "status": Status.SUCCESS.value}, {"lateness_ms": 1, "_id": 0})
         if d.get("lateness_ms") is not None
     )
     tokens = database[dbm.TOKENS]
     pending_by_hour: dict[str, int] = defaultdict(int)
     for d in coll.find(
-        {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": dt.datetime(1970, 1, 1)}},
+        {
+            "status": Status.PENDING.value,
+            "isDeleted": False,
+            "scheduledAt": {"$gte": dt.datetime(1970, 1, 1)},
+        },
         {"scheduledAt": 1},
     ):
         pending_by_hour[d["scheduledAt"].astimezone(dt.UTC).strftime("%Y-%m-%dT%H:00Z")] += 1

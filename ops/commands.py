@@ -1,7 +1,7 @@
 """Operator commands: ``tzpush stats|replay|rebuild|doctor|messages show|demo``.
 
 Thin wiring: parse options, open connections from settings, call the module that does the work
-(``shared.stats``, ``shared.replay``, ``shared.doctor``, ``shared.demo``) and print. Heavy imports
+(``ops.stats``, ``ops.replay``, ``ops.doctor``, ``ops.demo``) and print. Heavy imports
 happen inside the handlers so ``tzpush --help`` stays fast.
 """
 
@@ -15,23 +15,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from shared.domain.messages import Status
 from shared.errors import InputError, NotFoundError
+from shared.instants import parse_instant
 from shared.settings import Settings
+from shared.terminal import command, subcommands
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 PROGRESS_ABOVE = 200  # show a progress bar for selections larger than this
-
-
-def parse_instant(raw: str | None) -> dt.datetime | None:
-    """ISO 8601 instant; a naive one is taken as UTC."""
-    if raw is None:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(f"{raw!r} is not an ISO 8601 instant (e.g. 2024-05-01T08:00Z)") from None
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def _csv(raw: str | None) -> list[str]:
@@ -39,12 +31,11 @@ def _csv(raw: str | None) -> list[str]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    st = sub.add_parser("stats", help="counts by status/category, reasons, lateness, tokens")
+    st = command(sub, "stats", "counts by status/category, reasons, lateness, tokens", cmd_stats)
     st.add_argument("--since", help="only messages due at or after this ISO instant")
     st.add_argument("--json", action="store_true", help="machine-readable output")
-    st.set_defaults(func=cmd_stats)
 
-    rp = sub.add_parser("replay", help="send is_missed messages again (each at most once)")
+    rp = command(sub, "replay", "send is_missed messages again (each at most once)", cmd_replay)
     rp.add_argument("--since", help="due at or after this ISO instant")
     rp.add_argument("--until", help="due before this ISO instant")
     rp.add_argument("--category", help="comma-separated categories")
@@ -54,32 +45,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rp.add_argument("--by", default=None, help="who replays (default: the OS user)")
     rp.add_argument("--reason", default="manual replay", help="recorded on each message")
-    rp.set_defaults(func=cmd_replay)
 
-    rb = sub.add_parser("rebuild", help="re-arm every pending message from the database")
-    rb.set_defaults(func=cmd_rebuild)
+    command(sub, "rebuild", "re-arm every pending message from the database", cmd_rebuild)
 
-    dr = sub.add_parser("doctor", help="check settings, database, broker scheduling, Expo")
+    dr = command(sub, "doctor", "check settings, database, broker scheduling, Expo", cmd_doctor)
     dr.add_argument("--fix-indexes", action="store_true", help="create missing indexes")
-    dr.set_defaults(func=cmd_doctor)
 
-    ms = sub.add_parser("messages", help="inspect messages").add_subparsers(
-        dest="action", required=True
+    ms = subcommands(sub, "messages", "inspect messages")
+    command(
+        ms, "show", "one message with its send guard and token", cmd_messages_show, "message_id"
     )
-    sh = ms.add_parser("show", help="one message with its send guard and token")
-    sh.add_argument("message_id")
-    sh.set_defaults(func=cmd_messages_show)
 
     _register_demo(sub)
 
 
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
-    from shared import db as dbm
-    from shared import stats
+    from ops import stats
+    from shared.store import db as dbm
 
     database = dbm.connect(settings.mongo)
     try:
-        data = stats.compute(database, parse_instant(args.since))
+        data = stats.compute(database, parse_instant(args.since, what="--since"))
     finally:
         database.client.close()
     if args.json:
@@ -96,14 +82,14 @@ def _progress(total: int, what: str) -> Any:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from consumer.expo_client import ExpoSender
-    from shared import db as dbm
+    from ops.replay import Replayer, Selection, select
     from shared import metrics
-    from shared.replay import Replayer, Selection, select
+    from shared.expo.sender import ExpoSender
+    from shared.store import db as dbm
 
     sel = Selection(
-        since=parse_instant(args.since),
-        until=parse_instant(args.until),
+        since=parse_instant(args.since, what="--since"),
+        until=parse_instant(args.until, what="--until"),
         categories=_csv(args.category),
         users=_csv(args.user),
         ids=_csv(args.ids),
@@ -148,10 +134,14 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     from creator.service import open_planner
-    from shared import db as dbm
+    from shared.store import db as dbm
 
     with open_planner(settings) as planner:
-        flt = {"status": "pending", "isDeleted": False, "scheduledAt": {"$gte": EPOCH, "$lt": FAR}}
+        flt = {
+            "status": Status.PENDING.value,
+            "isDeleted": False,
+            "scheduledAt": {"$gte": EPOCH, "$lt": FAR},
+        }
         total = planner.db[dbm.MESSAGES].count_documents(flt, hint=dbm.PENDING_UNIQUE)
         with _progress(total, "rebuild") as bar:
             task = bar.add_task("re-arming", total=total)
@@ -165,7 +155,7 @@ def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    from shared import doctor
+    from ops import doctor
 
     checks = doctor.run_checks(settings, fix_indexes=args.fix_indexes)
     doctor.render(checks)
@@ -178,7 +168,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_messages_show(args: argparse.Namespace, settings: Settings) -> int:
-    from shared import db as dbm
+    from shared.store import db as dbm
 
     database = dbm.connect(settings.mongo)
     try:
@@ -223,7 +213,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, _interrupt)
     logs.setup("WARNING", False)
-    from shared.demo import DemoOptions, run_demo
+    from ops.demo import DemoOptions, run_demo
 
     opts = DemoOptions(
         duration=args.duration,

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import requests
 
-from shared import db as dbm
 from shared.broker import Frame, StompClient
 from shared.errors import TzpushError
 from shared.settings import Settings
+from shared.store import db as dbm
 
 PROBE_DELAY_MS = 1500
 TOO_EARLY_S = 1.2

@@ -12,22 +12,12 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from shared.localtime import occurrences_between, parse_hhmm
+from shared.domain.intent import user_accepts
+from shared.domain.localtime import occurrences_between, parse_hhmm
+from shared.domain.messages import Doc, message_id, new_message
 from shared.wire import Item, WakeUp
 
-Doc = dict[str, Any]
-
-
-def message_id(reminder_id: str, version: int, token_id: str, local_date: dt.date) -> str:
-    return f"{reminder_id}:{version}:{token_id}:{local_date:%Y%m%d}"
-
-
-def user_accepts(user: Mapping[str, Any], category: str) -> bool:
-    """Whether the user's preferences allow this category at all (quiet hours are checked later)."""
-    prefs = user.get("prefs") or {}
-    if not prefs.get("enabled", True):
-        return False
-    return bool((prefs.get("categories") or {}).get(category, True))
+__all__ = ["Doc", "group_wakeups", "message_id", "plan_messages", "to_item", "user_accepts"]
 
 
 def plan_messages(
@@ -58,36 +48,9 @@ def plan_messages(
         )
         if not occs:
             continue
-        prefs = user.get("prefs") or {}
         for occ in occs:
             for tok in tokens:
-                out.append(
-                    {
-                        "_id": message_id(
-                            r["_id"], r.get("version", 1), tok["_id"], occ.local_date
-                        ),
-                        "userId": r["userId"],
-                        "reminderId": r["_id"],
-                        "reminderVersion": r.get("version", 1),
-                        "notificationTokenId": tok["_id"],
-                        "token": tok["token"],
-                        "category": r["category"],
-                        "label": r["label"],
-                        "title": r.get("title"),
-                        "body": r.get("body"),
-                        "data": r.get("data"),
-                        "scheduledAt": occ.at,
-                        "localDate": occ.local_date.isoformat(),
-                        "timezone": tz,
-                        "dailyCap": user.get("dailyCap"),
-                        "quietHours": prefs.get("quietHours"),
-                        "status": "pending",
-                        "isDeleted": False,
-                        "attempts": 0,
-                        "plannedAt": now,
-                        "createdAt": now,
-                    }
-                )
+                out.append(new_message(r, user, tok, occ.at, occ.local_date, now))
     return out
 
 
@@ -118,7 +81,6 @@ def group_wakeups(
     size: int,
     window_s: float,
     planned_at: dt.datetime,
-    replay: bool = False,
 ) -> list[WakeUp]:
     """Group messages by category and a window of due instants, at most ``size`` per wake-up.
 
@@ -136,7 +98,7 @@ def group_wakeups(
         if cur:
             digest = hashlib.sha1("\n".join(i.id for i in cur).encode()).hexdigest()[:16]
             wid = f"{cur_cat}:{cur[0].due_ms}:{digest}"
-            wakeups.append(WakeUp(wid, cur_cat, planned_ms, tuple(cur), replay))
+            wakeups.append(WakeUp(wid, cur_cat, planned_ms, tuple(cur)))
 
     for d in ordered:
         item = to_item(d)

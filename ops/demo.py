@@ -25,11 +25,15 @@ from pymongo.database import Database
 from rich.console import Console
 from rich.live import Live
 
-from shared import db as dbm
-from shared.demo_view import PlainLog, Snapshot, render, take
-from shared.fake_expo import DEAD_AT_RECEIPT_MARK, FakeExpo
-from shared.services import SERVICES, LocalStack, PortTakenError, ensure_installed
+from devstack.config import SERVICES, PortTakenError
+from devstack.fake_expo import FakeExpo
+from devstack.fake_expo_api import DEAD_AT_RECEIPT_MARK
+from devstack.install import ensure_installed
+from devstack.stack import LocalStack
+from ops.demo_view import PlainLog, Snapshot, render, take
+from shared.domain.messages import Status
 from shared.settings import Settings
+from shared.store import db as dbm
 
 log = logging.getLogger(__name__)
 
@@ -131,13 +135,13 @@ def _start_stack(settings: Settings, console: Console) -> tuple[LocalStack, list
 
 def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
     """Run the demo; returns (and prints) the summary."""
-    from consumer.expo_client import ExpoSender
     from consumer.receipts import ReceiptPoller
     from consumer.worker import Consumer
     from creator.manage import Manager
     from creator.planner import Planner
     from shared import metrics
     from shared.broker import StompClient
+    from shared.expo.sender import ExpoSender
 
     console = Console()
     live = console.is_terminal if opts.live is None else opts.live
@@ -231,7 +235,7 @@ def _watch(
     def done(snap: Snapshot) -> bool:
         if deadline is not None and time.monotonic() >= deadline:
             return True
-        busy = {"pending", "replaying"} & set(snap.counts)
+        busy = {Status.PENDING, Status.REPLAYING} & set(snap.counts)
         unchecked = any((m.get("receipt") or {}).get("state") == "pending" for m in snap.messages)
         return opts.until_done and bool(snap.pushes) and not busy and not unchecked
 

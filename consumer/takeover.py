@@ -1,0 +1,61 @@
+"""Taking over the guards of a consumer that stopped: send what certainly never left, end the rest.
+
+Only a redelivered frame (its consumer lost its broker session: died, paused, disconnected) leads
+here. The stopped holder's journaled outcomes are merged first (they are the truth); its attempt
+records then say which messages may have left without an outcome: those end ``failed``, outcome
+unknown, never resent. Everything else is moved to the new holder by compare-and-set on the
+guard, so two consumers taking over at once cannot both win.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+from pymongo.database import Database
+
+from shared.domain.messages import Doc, Status, outcome_unknown
+from shared.store import db as dbm
+from shared.store import guards
+from shared.store.messages import end
+from shared.wire import Item
+
+
+def take_over(
+    database: Database[Doc],
+    others: list[Item],
+    owner: str,
+    now: dt.datetime,
+    wakeup: str,
+    *,
+    in_flight: Callable[[str], bool],
+    merge_journal_of: Callable[[str], object],
+) -> set[str]:
+    """The ids of ``others`` (guarded by someone else) that ``owner`` now holds."""
+    got: set[str] = set()
+    merged: dict[str, set[str]] = {}
+    for it in others:
+        if in_flight(it.id):
+            continue
+        guard = guards.holder(database, it.id)
+        if guard is None:  # released by its holder (shutdown or lost broker): take it
+            got |= guards.take_guards(database, [it.id], owner, now, wakeup=wakeup)
+            continue
+        holder = str(guard.get("owner"))
+        if holder not in merged:
+            if holder != owner:
+                merge_journal_of(holder)
+            merged[holder] = guards.maybe_sent(database, holder)
+        still = database[dbm.MESSAGES].find_one(
+            {"_id": it.id, "status": Status.PENDING.value}, {"_id": 1}
+        )
+        if still is None:
+            continue  # ended meanwhile (its journaled outcome was just merged): not ours
+        if it.id in merged[holder]:
+            database[dbm.MESSAGES].bulk_write(
+                [end(it.id, Status.FAILED, outcome_unknown(holder), now)]
+            )
+            continue
+        if guards.take_over(database, guard, owner, now, wakeup):
+            got.add(it.id)
+    return got

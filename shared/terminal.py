@@ -1,0 +1,55 @@
+"""What the command line prints: tables and JSON, every cell escaped, and sub-command groups.
+
+One place for the CLI's output, so that text that came from a user (ids, labels, tokens,
+deactivation reasons) can never be read as rich markup: ``[bold]`` in a label is printed as
+typed, and ``[/x]`` cannot crash a listing. ``rich`` is imported only when a table is printed
+(the consumer's start-up never pays for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Cell = str | Callable[[dict[str, Any]], object]
+"""A column's cell: the document's field of that name (empty when absent), or a function."""
+Subparsers = argparse._SubParsersAction  # argparse keeps the class private
+
+
+def subcommands(sub: Subparsers[argparse.ArgumentParser], name: str, help: str) -> Subparsers[Any]:
+    """A command whose first argument is an action: ``tzpush <name> <action> ...``."""
+    return sub.add_parser(name, help=help).add_subparsers(dest="action", required=True)
+
+
+def command(
+    parent: Subparsers[Any], name: str, help: str, func: Callable[..., int], *positionals: str
+) -> argparse.ArgumentParser:
+    """A leaf command: its positional arguments, and ``func(args, settings)`` to run it."""
+    parser: argparse.ArgumentParser = parent.add_parser(name, help=help)
+    for positional in positionals:
+        parser.add_argument(positional)
+    parser.set_defaults(func=func)
+    return parser
+
+
+def print_rows(
+    rows: Iterable[dict[str, Any]], columns: dict[str, Cell], *, title: str, as_json: bool
+) -> None:
+    """Print ``rows`` as indented JSON (``as_json``) or as a table of ``columns``."""
+    rows = list(rows)
+    if as_json:
+        print(json.dumps(rows, default=str, indent=2))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(title))
+    for name in columns:
+        table.add_column(name)
+    for row in rows:
+        cells = (c(row) if callable(c) else row.get(c, "") for c in columns.values())
+        table.add_row(*(escape(str(cell)) for cell in cells))
+    Console().print(table)
