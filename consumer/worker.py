@@ -6,6 +6,10 @@ recheck intent, end what must not go; hold the rest until each due instant; writ
 record; send; record outcomes as each request returns; ack when every message is terminal in the
 database. The frame is the unit of redelivery: whatever is unacked when a consumer dies comes
 back, and the guards make sure nothing is sent twice.
+
+This module is the intake, supervision and shutdown; the jobs it is assembled from are one
+module each: ``consumer.core`` (shared state, terminal writes, acks, releases),
+``consumer.prepare`` (the lead time) and ``consumer.dispatch`` (the due instant).
 """
 
 from __future__ import annotations

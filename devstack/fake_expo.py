@@ -1,6 +1,6 @@
 """A local fake of Expo's push HTTP API, served over real HTTP, for tests, benches and demos.
 
-It speaks the wire format in ``notes/expo.md`` closely enough that exponent-server-sdk's own
+It speaks the wire format in ``docs/notes/expo.md`` closely enough that exponent-server-sdk's own
 ``PushClient`` (and our ``ExpoSender``) cannot tell it from Expo, and it adds what Expo cannot
 give: a record of every accepted push with its arrival time, counters, and faults on demand.
 

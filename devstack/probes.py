@@ -3,7 +3,7 @@
 Separate from the process code because they ask the network, not our pid files: they answer for
 any broker or server at an address, whoever started it (the tests point `stomp_ready` at brokers
 of their own), and a readiness check must be a real protocol exchange, not an open port: the
-broker accepts connections well before it answers CONNECTED (notes/activemq.md).
+broker accepts connections well before it answers CONNECTED (docs/notes/activemq.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The command lines (ActiveMQ from its jar with our conf and a Debian classpath fix; SecantusDB from
 its own venv) and the /proc reads that tell whether a pid is alive and ours. Separate from
 `LocalStack`, which decides when to start and stop what, because these are the facts about the
-two programs (notes/activemq.md, notes/mongodb.md) that change when a server's version or
+two programs (docs/notes/activemq.md, docs/notes/mongodb.md) that change when a server's version or
 packaging does, not when the stack's lifecycle does.
 """
 

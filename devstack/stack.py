@@ -5,10 +5,10 @@ up|down|status|restart` runs. It owns the lifecycle only (pid files, the state d
 until ready, SIGTERM then SIGKILL); the command lines, the probes, the installation and the
 configuration are modules of their own, so this one reads as the rules of who may stop what.
 
-Facts this relies on (measured, see notes/activemq.md and notes/mongodb.md): the broker is ready
-when a STOMP CONNECT gets CONNECTED, not when the port opens; SIGTERM stops it in ~2 s and SIGKILL
-loses no scheduled job. SecantusDB is ready when it answers ``ping`` and exits ~3.4 s after
-SIGTERM.
+Facts this relies on (measured, see docs/notes/activemq.md and docs/notes/mongodb.md): the
+broker is ready when a STOMP CONNECT gets CONNECTED, not when the port opens; SIGTERM stops it in
+~2 s and SIGKILL loses no scheduled job. SecantusDB is ready when it answers ``ping`` and exits
+~3.4 s after SIGTERM.
 """
 
 from __future__ import annotations
