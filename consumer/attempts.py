@@ -31,6 +31,8 @@ from shared.clock import Clock
 from shared.domain.messages import Doc
 from shared.errors import TransientError
 from shared.store import db as dbm
+from shared.store import guards
+from shared.store.guards import Fenced
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +50,23 @@ class AttemptLog:
         self.writes = 0  # records written (for tests and the bench)
         self._docs_of: dict[str, set[str]] = {}  # due group (marker) -> records holding its ids
         self._open: dict[str, set[str]] = {}  # record -> due groups not yet released
+        self._fenced_by: str | None = None  # the consumer that took over from this one
 
     def mark(self, marker: str, ids: list[str]) -> None:
         """Return once ``ids`` are recorded under ``marker`` as possibly sent.
 
         A database error only logs: refusing to send would turn a blip into lost pushes, and
         without the record a crash in the next second ends these ``is_missed`` instead.
+
+        Raises ``Fenced`` when a takeover has fenced this consumer: checked after the record is
+        written, in the same group commit, so a takeover either sees the record or this
+        consumer sees the fence (shared/store/guards.py). Once fenced, every mark raises.
         """
         with self._cv:
             self._queued.append((marker, ids))
             self._seq += 1
             mine = self._seq
-            while self._durable < mine:
+            while self._durable < mine and self._fenced_by is None:
                 if self._writing:
                     self._cv.wait()
                     continue
@@ -70,6 +77,8 @@ class AttemptLog:
                 written = None
                 try:
                     written = self._write(batch, self.clock())
+                    if written is not None:
+                        self._fenced_by = self._check_fence()
                 finally:
                     self._cv.acquire()
                     self._writing = False
@@ -79,6 +88,8 @@ class AttemptLog:
                             self._docs_of.setdefault(m, set()).add(written)
                             self._open.setdefault(written, set()).add(m)
                     self._cv.notify_all()
+            if self._fenced_by is not None:
+                raise Fenced(f"{self.consumer} was fenced by {self._fenced_by} (a takeover)")
 
     def release(self, marker: str) -> list[str]:
         """Due group ``marker`` has every outcome journaled: the records now free to delete."""
@@ -91,6 +102,14 @@ class AttemptLog:
                     self._open.pop(rec, None)
                     free.append(rec)
         return free
+
+    def _check_fence(self) -> str | None:
+        try:
+            with dbm.translate_errors("checking this consumer's fence"):
+                return guards.fenced_by(self.db, self.consumer)
+        except (TransientError, PyMongoError) as exc:
+            log.warning("could not check the fence (%s); sending anyway", exc)
+            return None
 
     def _write(self, batch: list[tuple[str, list[str]]], now: dt.datetime) -> str | None:
         rec = f"{self.consumer}:{uuid.uuid4().hex[:16]}"

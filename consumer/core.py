@@ -52,8 +52,10 @@ class Batch:
     frame: Frame
     wake: WakeUp
     open: set[str] = field(default_factory=set)  # ids whose outcome is not yet in the database
-    sending: set[str] = field(default_factory=set)
-    released: bool = False
+    # Ids a due group took for sending (from its final check on): they may leave, so their
+    # guards are never released by anyone but that due group itself (see ``_release``).
+    claimed: set[str] = field(default_factory=set)
+    released: bool = False  # given back (lost broker, shutdown): send nothing more of it
     acked: bool = False
     prepared: dict[str, PreparedPush] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -86,6 +88,8 @@ class ConsumerCore:
     _changes_lock: threading.Lock
     _changes: set[str]
     _changes_at: float
+    stop_event: threading.Event
+    fenced: str | None  # set once a takeover fenced this consumer: it stops
 
     @staticmethod
     def _push_of(w: WakeUp, i: Item) -> OutgoingPush:
@@ -126,9 +130,18 @@ class ConsumerCore:
         grace_s = self.settings.grace_seconds(w.category)
         return judge(self.db, w.category, grace_s, items, now, changed, reserve_caps=caps)
 
-    def _is_in_flight(self, message_id: str) -> bool:
+    def _holds(self, message_id: str) -> bool:
+        """Whether this consumer holds the message in a live wake-up (or is sending it): a
+        second copy of it (a duplicate wake-up) must not take its guard over."""
         with self._lock:
-            return message_id in self._in_flight
+            if message_id in self._in_flight:
+                return True
+            batches = list(self._batches.values())
+        for b in batches:
+            with b.lock:
+                if not b.released and message_id in b.open:
+                    return True
+        return False
 
     def _dead_letter(self, frame: Frame, reason: str) -> None:
         log.error("dead-lettering wake-up %s: %s", frame.message_id, reason)
@@ -200,13 +213,38 @@ class ConsumerCore:
                 self._batches.pop(key, None)
 
     def _release(self, batch: Batch, items: list[Item]) -> None:
-        """Give back the guards of items we hold but will not send (shutdown, lost broker)."""
-        ids = [i.id for i in items]
+        """Give the wake-up back (lost broker, shutdown): send nothing more of it, and release
+        the guards of those ``items`` that certainly never left, i.e. no due group claimed them.
+
+        A claimed item may be in a request already: its guard stays, and whoever gets the
+        redelivered frame decides from this consumer's journal and attempt records (a takeover).
+        """
+        with batch.lock:
+            batch.released = True
+            free = [i.id for i in items if i.id not in batch.claimed]
+        self._release_guards(free)
+
+    def _unclaim(self, batch: Batch, items: list[Item]) -> None:
+        """A due group gives back items it claimed and certainly did not send."""
+        with batch.lock:
+            batch.claimed.difference_update(i.id for i in items)
+        self._release_guards([i.id for i in items])
+
+    def _release_guards(self, ids: list[str]) -> None:
+        if not ids:
+            return
         try:
             guards.release(self.db, ids, self.cid)
         except PyMongoError as exc:
             log.warning("could not release guards (%s); a redelivery will take them over", exc)
-        batch.released = True
+
+    def _on_fenced(self, exc: Exception) -> None:
+        """Another consumer took over this one's guards: send nothing more, stop. A restart
+        is a new consumer (a new id), so fencing never outlives the process it stopped."""
+        if self.fenced is None:
+            log.error("%s: %s; stopping (a restart is a new consumer)", self.cid, exc)
+        self.fenced = str(exc)
+        self.stop_event.set()
 
     def _now_ms(self) -> int:
         return int(self.clock().timestamp() * 1000)

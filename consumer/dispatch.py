@@ -9,44 +9,59 @@ its requests; each request's ids are recorded as possibly sent right before it l
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from pymongo.errors import PyMongoError
 
 from consumer.core import Batch, ConsumerCore
+from consumer.judge import End
 from consumer.recorder import Job
 from shared import metrics
+from shared.domain.backoff import compute_backoff
 from shared.domain.messages import Status
 from shared.domain.outcomes import journal_row
 from shared.errors import TransientError
 from shared.expo.pushes import PushOutcome
 from shared.store import db as dbm
+from shared.store.guards import Fenced
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
+
+
+class GivenBack(Exception):
+    """The wake-up was given back (lost broker, shutdown) before this request could leave."""
 
 
 class Dispatching(ConsumerCore):
     """The sending job of ``consumer.worker.Consumer``."""
 
     def _send(self, key: str, batch: Batch, items: list[Item]) -> None:
-        if batch.released:
-            return
+        """One due group at its instant: claim, last check, send, hand outcomes over.
+
+        From the claim on, these items may leave: only this due group releases their guards,
+        and only for what it certainly did not send (see ``ConsumerCore._release``).
+        """
+        with batch.lock:
+            if batch.released:
+                return
+            batch.claimed.update(i.id for i in items)
         w = batch.wake
-        now = self.clock()
-        try:
-            with dbm.translate_errors("final check before sending"):
-                changed = self._recent_changes()
-                ends, keep = self._judge(w, items, now, changed & {i.user for i in items})
-                self._finish(key, batch, ends)
-                if not keep:
-                    return
-        except (TransientError, PyMongoError) as exc:
-            # Nothing has left yet: put the items back so a redelivery can take them.
-            log.warning("final check for %s failed (%s); releasing it", w.id, exc)
-            self._release(batch, items)
+        checked = self._final_check(batch, items)
+        if checked is None:  # given back while the database was away: nothing left
+            self._unclaim(batch, items)
             return
+        ends, keep = checked
+        self._finish(key, batch, ends)
         metrics.HELD.dec(len(items))
+        if not keep:
+            return
+        with batch.lock:
+            gone = batch.released
+        if gone:  # the broker took the frame back during the check: nothing of it leaves
+            self._unclaim(batch, keep)
+            return
         with self._lock:
             self._in_flight.update(i.id for i in keep)
         by_id = {i.id: i for i in keep}
@@ -55,21 +70,63 @@ class Dispatching(ConsumerCore):
         lateness = metrics.LATENESS.labels(w.category)
         for i in keep:
             lateness.observe(max(0, started_ms - i.due_ms) / 1000)
+        answered: set[str] = set()
+
+        def on_chunk_done(outs: list[PushOutcome]) -> None:
+            answered.update(o.message_id for o in outs)
+            self._record(key, batch, by_id, outs)
+
+        # Each request's ids are recorded just before it goes out (group-committed: see
+        # consumer/attempts.py), so a crash leaves only the requests in flight with an unknown
+        # outcome; the records are released once the group's outcomes are journaled.
+        marker = f"{self.cid}:{min(by_id)}"
         try:
-            # Each request's ids are recorded just before it goes out (group-committed: see
-            # consumer/attempts.py), so a crash leaves only the requests in flight with an
-            # unknown outcome; the records are released once the group's outcomes are journaled.
-            marker = f"{self.cid}:{min(by_id)}"
             self.sender.send(
                 pushes,
-                on_chunk_done=lambda outs: self._record(key, batch, by_id, outs),
-                before_request=lambda ids: self._attempts.mark(marker, ids),
+                on_chunk_done=on_chunk_done,
+                before_request=lambda ids: self._before_request(batch, marker, ids),
             )
-            # Queued behind the group's journal writes: once those are in, the record goes.
-            self._recorder.put(Job(marker=marker))
+        except (GivenBack, Fenced) as exc:
+            # Requests not started never left; the ones started have their outcomes.
+            unsent = [i for i in keep if i.id not in answered]
+            log.warning("%s: %d of due group %s not sent (%s)", self.cid, len(unsent), w.id, exc)
+            self._unclaim(batch, unsent)
+            if isinstance(exc, Fenced):
+                self._on_fenced(exc)
         finally:
             with self._lock:
                 self._in_flight.difference_update(by_id)
+            # Queued behind the group's journal writes: once those are in, the record goes.
+            self._recorder.put(Job(marker=marker))
+
+    def _before_request(self, batch: Batch, marker: str, ids: list[str]) -> None:
+        """Just before a request leaves: not if the wake-up was given back, not if fenced."""
+        with batch.lock:
+            if batch.released:
+                raise GivenBack(f"wake-up {batch.wake.id} was given back")
+        self._attempts.mark(marker, ids)
+
+    def _final_check(self, batch: Batch, items: list[Item]) -> tuple[list[End], list[Item]] | None:
+        """Intent changes, caps and the grace rule just before sending; a database error is
+        retried with back-off (past the grace window the items end ``is_missed`` once the
+        database answers). ``None``: the wake-up was given back meanwhile (nothing to send)."""
+        w = batch.wake
+        attempt = 0
+        while True:
+            now = self.clock()
+            try:
+                with dbm.translate_errors("final check before sending"):
+                    changed = self._recent_changes()
+                    return self._judge(w, items, now, changed & {i.user for i in items})
+            except (TransientError, PyMongoError) as exc:
+                with batch.lock:
+                    gone = batch.released
+                if gone or self._closing:
+                    return None
+                attempt += 1
+                delay = compute_backoff(attempt, 0.2, 2.0, self._rng)
+                log.warning("final check for %s failed (%s); retry in %.1f s", w.id, exc, delay)
+                time.sleep(delay)
 
     def _record(
         self, key: str, batch: Batch, by_id: dict[str, Item], outs: list[PushOutcome]

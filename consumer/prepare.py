@@ -64,14 +64,14 @@ class Preparing(Dispatching):
                 live += self._resolve_stale(key, batch, stale)
             ours = guards.take_guards(self.db, [i.id for i in live], self.cid, now, wakeup=w.id)
             others = [i for i in live if i.id not in ours]
-            if others and batch.frame.redelivered:
+            if others and (batch.frame.redelivered or w.takeover):
                 ours |= take_over(
                     self.db,
                     others,
                     self.cid,
                     now,
                     w.id,
-                    in_flight=self._is_in_flight,
+                    held_here=self._holds,
                     merge_journal_of=lambda owner: self._merge_journal(consumer=owner),
                 )
             mine = [i for i in live if i.id in ours]

@@ -26,7 +26,7 @@ from shared.errors import TransientError
 from shared.expo.sender import ExpoSender
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.store.journal import apply_token_effects
+from shared.store.tokens import apply_token_effects
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +88,8 @@ class ReceiptPoller:
                     )
                     counts["not_ready"] += 1
                 continue
-            effect = effect_of(
-                r.ok, r.code, r.error, d["notificationTokenId"], d["userId"], d.get("sentAt")
-            )
+            token, user = d["notificationTokenId"], d["userId"]
+            effect = effect_of(r.ok, r.code, r.error, token, user, d.get("sentAt"), d["_id"])
             if effect is not None:
                 effects.append(effect)
             if r.ok:

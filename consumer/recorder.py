@@ -35,7 +35,7 @@ from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import TokenEffect, pack_journal, row_entries
 from shared.errors import TransientError
 from shared.store import db as dbm
-from shared.store.journal import MERGE_CHUNK, apply_outcomes, entry_ops
+from shared.store.journal import MERGE_CHUNK, CapRefunds, apply_outcomes, entry_ops
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Job:
     updates: list[UpdateOne] = field(default_factory=list)
     effects: list[TokenEffect] = field(default_factory=list)
     outcomes: list[tuple[str, Status]] = field(default_factory=list)  # (category, status) metrics
-    cap_refunds: dict[str, int] = field(default_factory=dict)  # counter id -> reservations back
+    cap_refunds: CapRefunds = field(default_factory=CapRefunds)  # reservations to give back
     done: Callable[[], None] | None = None
     journal: list[list[Any]] | None = None  # outcome rows (ROW_FIELDS): journaled, merged later
     journal_at: dt.datetime = dt.datetime(
@@ -235,14 +235,13 @@ class Recorder:
         jobs, keep_journal = args
         updates: list[UpdateOne] = []
         effects: list[TokenEffect] = []
-        refunds: dict[str, int] = {}
+        refunds = CapRefunds()
         for job in jobs:
             entries = row_entries(job.journal or [], job.journal_at, self.consumer)
             u, e, r = entry_ops(entries, self.receipts_delay_s)
             updates += u
             effects += e
-            for k, v in r.items():
-                refunds[k] = refunds.get(k, 0) + v
+            refunds.extend(r)
         self._apply(Job(updates, effects, [], refunds))
         with dbm.translate_errors("trimming the send journal"):
             done = [

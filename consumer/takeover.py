@@ -28,15 +28,15 @@ def take_over(
     now: dt.datetime,
     wakeup: str,
     *,
-    in_flight: Callable[[str], bool],
+    held_here: Callable[[str], bool],
     merge_journal_of: Callable[[str], object],
 ) -> set[str]:
     """The ids of ``others`` (guarded by someone else) that ``owner`` now holds."""
     got: set[str] = set()
     merged: dict[str, set[str]] = {}
     for it in others:
-        if in_flight(it.id):
-            continue
+        if held_here(it.id):
+            continue  # this consumer holds it in another live wake-up: that one sends it
         guard = guards.holder(database, it.id)
         if guard is None:  # released by its holder (shutdown or lost broker): take it
             got |= guards.take_guards(database, [it.id], owner, now, wakeup=wakeup)
@@ -44,6 +44,9 @@ def take_over(
         holder = str(guard.get("owner"))
         if holder not in merged:
             if holder != owner:
+                # Fence first, then read: the holder can no longer start a request that the
+                # attempt records read below would miss (shared/store/guards.py).
+                guards.fence(database, holder, owner, now)
                 merge_journal_of(holder)
             merged[holder] = guards.maybe_sent(database, holder)
         still = database[dbm.MESSAGES].find_one(

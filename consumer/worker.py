@@ -95,6 +95,7 @@ class Consumer(Preparing):
         self._lock = threading.Lock()
         self._rng = random.Random()
         self.stop_event = threading.Event()
+        self.fenced: str | None = None
         self._closing = False  # shutdown began: prepare nothing more, release instead
         self._changes_lock = threading.Lock()
         self._changes: set[str] = set()
@@ -103,7 +104,9 @@ class Consumer(Preparing):
 
     # -- supervising loop --------------------------------------------------------------------
     def run(self, *, burst: bool = False, idle_s: float = 2.0) -> int:
-        """Consume until stopped (or, in burst mode, until nothing is due and all is recorded)."""
+        """Consume until stopped (or, in burst mode, until nothing is due and all is recorded).
+
+        Returns 1 when a takeover fenced this consumer (it stopped; restart it), else 0."""
         attempt = 0
         try:
             while not self.stop_event.is_set():
@@ -122,7 +125,7 @@ class Consumer(Preparing):
             self._shutdown()
         finally:
             self._close()
-        return 0
+        return 1 if self.fenced else 0
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -188,14 +191,14 @@ class Consumer(Preparing):
 
     # -- release and shutdown ------------------------------------------------------------------
     def _abandon_held(self) -> None:
-        """After losing the broker: drop every batch not yet sending; frames come back."""
+        """After losing the broker: give every wake-up back (its frame will be redelivered)."""
         self._timers.cancel_all()
         with self._lock:
             batches = list(self._batches.values())
             self._batches.clear()
         for b in batches:
             with b.lock:
-                unsent = [i for i in b.wake.items if i.id in b.open and i.id not in self._in_flight]
+                unsent = [i for i in b.wake.items if i.id in b.open]
             self._release(b, unsent)
         metrics.HELD.set(0)
 

@@ -6,12 +6,27 @@ broker lost its store, every consumer was down, a consumer died holding them). T
 the send guard first, so it never races a late consumer; when a dead consumer holds the guard,
 its attempt record tells whether the pushes may have left (``failed``, outcome unknown) or not
 (``is_missed``).
+
+Whose clock: the database server's. The janitor is called with the planner's clock, and a
+creator whose clock runs 7 minutes ahead would end messages 7 minutes before a consumer may still
+send them. So it acts as of the earlier of the caller's clock and the database server's
+(``hello``'s ``localTime``): it never ends a message before its due instant plus grace (plus
+margin) by the database's clock, and it stamps and measures what it ends by that time too. A
+server that does not say its time costs patience, not correctness: the janitor then acts as of
+``UNKNOWN_SKEW`` earlier than the caller's clock, and logs it.
+
+It also settles replay runs that stopped without settling (``shared.store.replays``): a replay
+killed hard leaves messages ``replaying`` until its lease runs out; the janitor then ends them
+by the attempt-record rule. Nothing indexes ``replaying`` (replays are rare), so this read is
+done at most every ``REPLAY_CHECK_S`` per process, not every pass.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
+import time
 
 from pymongo import UpdateOne
 from pymongo.database import Database
@@ -19,7 +34,7 @@ from pymongo.database import Database
 from shared.domain.messages import Doc, Status, outcome_unknown, past_grace
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.store import guards
+from shared.store import guards, replays
 from shared.store.journal import merge_journal
 from shared.store.messages import end
 
@@ -29,10 +44,56 @@ JANITOR = "janitor"
 # Older pending messages than this are not looked at (a deployment down for longer needs
 # `tzpush stats` and an operator, not a silent sweep).
 LOOKBACK = dt.timedelta(days=7)
+# How much earlier than the caller's clock to act when the database does not say its time.
+UNKNOWN_SKEW = dt.timedelta(minutes=15)
+# Log the skew between the caller's clock and the database's above this.
+WARN_SKEW_S = 5.0
+# Look for replay runs that stopped (a read of the collection) at most this often per process.
+REPLAY_CHECK_S = 600.0
+_replays_checked: dict[str, float] = {}  # database name -> monotonic time of the last look
+_replays_lock = threading.Lock()
+
+
+def database_now(database: Database[Doc], now: dt.datetime) -> dt.datetime:
+    """The instant the janitor acts as of: ``now`` (the caller's clock), but never later than
+    the database server's clock."""
+    server = dbm.server_clock(database)
+    if server is None:
+        log.warning(
+            "janitor: the database server does not report its time; acting as of %s before "
+            "this host's clock, so a host clock that far ahead ends nothing early",
+            UNKNOWN_SKEW,
+        )
+        return now - UNKNOWN_SKEW
+    skew_s = (now - server.server).total_seconds()
+    if abs(skew_s) > WARN_SKEW_S:
+        log.warning(
+            "janitor: the caller's clock is %+.1f s from the database server's; going by the "
+            "earlier of the two",
+            skew_s,
+        )
+    return min(now, server.server)
+
+
+def _settle_replays(database: Database[Doc], now: dt.datetime) -> int:
+    """Settle replay runs whose lease ran out; at most every ``REPLAY_CHECK_S`` per process."""
+    with _replays_lock:
+        last = _replays_checked.get(database.name)
+        if last is not None and time.monotonic() - last < REPLAY_CHECK_S:
+            return 0
+        _replays_checked[database.name] = time.monotonic()
+    settled = replays.settle_stale(database, now, JANITOR)
+    return len(settled.missed) + len(settled.unknown)
 
 
 def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
-    """Mark overdue pending messages terminal (as of ``now``); return how many."""
+    """Mark overdue pending messages terminal; return how many.
+
+    ``now`` is the caller's clock; the janitor acts as of the earlier of it and the database
+    server's clock (``database_now``), so a caller whose clock runs ahead ends nothing early.
+    """
+    now = database_now(database, now)
+    _settle_replays(database, now)
     # Outcomes a stopped consumer journaled and never merged are the truth: merge them first.
     merge_journal(
         database,

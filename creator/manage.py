@@ -28,6 +28,7 @@ from shared.domain.validation import validate_expo_token, validate_payload
 from shared.errors import InputError, NotFoundError, TransientError
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store import tokens
 from shared.store.intent import record_changes
 
 log = logging.getLogger(__name__)
@@ -200,32 +201,34 @@ class Manager:
     def register_token(
         self, user_id: str, *, device: str, token: str, max_attempts: int = 8
     ) -> Doc:
-        """One active token per device: a new login deactivates the previous token.
+        """A login: the one active registration of this device id and of this token string.
 
-        Concurrent logins on one device race on the partial unique index; the loser retries with
-        exponential back-off and jitter until exactly one active token remains.
+        Any other active registration of the device or of the token string (another user on the
+        same install, the same install under another device id) is deactivated first, "token
+        replaced", and its user is stamped in the change log, so a consumer cancels that user's
+        pending messages for the install instead of pushing them to whoever holds it now.
+        Concurrent logins race on the partial unique indexes; the loser retries with
+        exponential back-off and jitter until exactly one active registration remains.
         """
-        validate_expo_token(token)
+        token = validate_expo_token(token)
         _check_id(device, "device id")
         self.get_user(user_id)
         rng = random.Random()
         for attempt in range(max_attempts):
             now = self.now
-            current = self.db[dbm.TOKENS].find_one({"deviceId": device, "isActive": True})
-            if current is not None and current["token"] == token and current["userId"] == user_id:
-                return current
-            if current is not None:
-                self._deactivate(current["_id"], "replaced by a new login on the device", now)
-            doc = {
-                "_id": uuid.uuid4().hex[:16],
-                "userId": user_id,
-                "deviceId": device,
-                "token": token,
-                "isActive": True,
-                "failureCount": 0,
-                "createdAt": now,
-                "updatedAt": now,
-            }
+            current = tokens.active_for(self.db, device, token)
+            mine = [
+                t
+                for t in current
+                if (t["userId"], t["deviceId"], t["token"]) == (user_id, device, token)
+            ]
+            others = [t["_id"] for t in current if t not in mine]
+            if others:
+                reason = f"{tokens.TOKEN_REPLACED} by a new login on the install"
+                tokens.deactivate(self.db, {"_id": {"$in": others}}, reason, now)
+            if mine:
+                return mine[0]
+            doc = tokens.new_registration(user_id, device, token, now)
             try:
                 self.db[dbm.TOKENS].insert_one(doc)
             except DuplicateKeyError:
@@ -240,37 +243,19 @@ class Manager:
         )
 
     def unregister_token(self, *, token: str | None = None, device: str | None = None) -> int:
-        flt: Doc = {"isActive": True}
+        flt: Doc = {}
         if token:
-            flt["token"] = token
+            flt["token"] = token.strip()
         if device:
             flt["deviceId"] = device
-        if len(flt) == 1:
+        if not flt:
             raise InputError("give --token or --device")
-        n = 0
-        for t in self.db[dbm.TOKENS].find(flt):
-            self._deactivate(t["_id"], "unregistered", self.now)
-            record_changes(self.db, [t["userId"]], self.now)
-            n += 1
-        return n
+        return len(tokens.deactivate(self.db, flt, "unregistered", self.now))
 
     def list_tokens(self, user_id: str) -> list[Doc]:
         return list(self.db[dbm.TOKENS].find({"userId": user_id}).sort("createdAt", 1))
 
     # -- internals -------------------------------------------------------------------------
-    def _deactivate(self, token_id: str, reason: str, now: dt.datetime) -> None:
-        self.db[dbm.TOKENS].update_one(
-            {"_id": token_id, "isActive": True},
-            {
-                "$set": {
-                    "isActive": False,
-                    "deactivatedAt": now,
-                    "deactivationReason": reason,
-                    "updatedAt": now,
-                }
-            },
-        )
-
     def _check_category(self, category: str) -> None:
         if category not in self.settings.categories:
             raise InputError(

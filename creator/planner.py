@@ -1,8 +1,9 @@
 """The planner service: turn reminders into pending messages and arm them on the broker.
 
-A pass plans the window ``[max(plannedUntil, now), now + horizon)`` for every active reminder,
-inserts the messages (duplicates refused by their deterministic ``_id``), arms wake-ups, then
-moves the watermark. Order matters for crash safety: the window is marked ``inProgress`` before
+A pass plans the window ``[plannedUntil, now + horizon)`` (from ``now`` when nothing is planned
+yet, and at most ``MAX_CATCH_UP`` back after an outage) for every active reminder, inserts the
+messages (duplicates refused by their deterministic ``_id``), arms wake-ups, then moves the
+watermark. Order matters for crash safety: the window is marked ``inProgress`` before
 any insert, so a pass that dies between writing and arming is re-armed by the next pass from
 the database. Arming twice is harmless: consumers take each message through the send guard.
 """
@@ -26,7 +27,7 @@ from creator.janitor import sweep
 from shared.broker import StompClient
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc, Status
-from shared.domain.plan import group_wakeups, plan_messages
+from shared.domain.plan import WakeupStream, group_wakeups, plan_messages
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.wire import WakeUp
@@ -38,6 +39,13 @@ INSERT_CHUNK = 5000
 SCAN_THRESHOLD = 300  # above this many ids, one scan beats $in lookups (docs/architecture.md)
 # How far back a pass re-creates occurrences that no pass planned (creator down).
 MAX_CATCH_UP = dt.timedelta(days=2)
+# A re-arm reads and arms this many pending messages at a time: its memory is bounded by this,
+# not by the number of pending messages.
+REARM_CHUNK = 5000
+# A consumer holds a guard from the lead time before a due instant until it sends; past this
+# margin after both its guard and the due instant (plus lead and wake-up window), a guard on a
+# message still pending is presumed left by a consumer that stopped (see Planner.rearm).
+STOPPED_MARGIN_S = 60.0
 
 
 @dataclass
@@ -70,6 +78,16 @@ class PassReport:
         )
 
 
+@dataclass
+class Rearmed:
+    """What a re-arm did (printed by ``tzpush rebuild``)."""
+
+    messages: int = 0
+    wakeups: int = 0
+    taken_over: int = 0  # guarded by a consumer presumed stopped: armed for a takeover
+    held: int = 0  # guarded by a consumer that may still be running: left to it
+
+
 class Planner:
     """Plans and arms. Takes its collaborators and its clock as arguments."""
 
@@ -96,7 +114,7 @@ class Planner:
         st = self.db[dbm.STATE].find_one({"_id": STATE_ID}) or {}
         prog = st.get("inProgress")
         if prog and prog["to"] > now:
-            report.rearmed = self.rearm(prog["from"], prog["to"])
+            report.rearmed = self.rearm(prog["from"], prog["to"]).messages
             report.notes.append("re-armed the window of an interrupted pass")
         # Resume from the watermark even when it is in the past (the creator was down longer
         # than the horizon): the missed occurrences are created too, so each one ends in a
@@ -146,19 +164,65 @@ class Planner:
         report.window_start, report.window_end = now, end
         return report
 
-    def rearm(self, start: dt.datetime, end: dt.datetime, *, progress: Any = None) -> int:
-        """Publish wake-ups for every pending message due in ``[start, end)``, from the database."""
-        docs = list(
-            self.db[dbm.MESSAGES].find(
-                {
-                    "status": Status.PENDING.value,
-                    "isDeleted": False,
-                    "scheduledAt": {"$gte": start, "$lt": end},
-                }
-            )
-        )
-        self.arm(docs, progress=progress)
-        return len(docs)
+    def rearm(
+        self,
+        start: dt.datetime,
+        end: dt.datetime,
+        *,
+        progress: Callable[[int], object] | None = None,
+        take_over_stopped: bool = False,
+    ) -> Rearmed:
+        """Publish wake-ups for every pending message due in ``[start, end)``, from the database.
+
+        Streams: the pending messages are read with a cursor in due order and armed
+        ``REARM_CHUNK`` at a time, each category's last wake-up carried into the next chunk
+        while it can still grow (``WakeupStream``), so wake-ups stay full and memory is bounded
+        by the chunk. ``progress`` gets the number of messages of each wake-up published.
+
+        Each wake-up keeps the snapshot time of what it names (the oldest ``plannedAt``), not
+        the time of the re-arm: the consumer rechecks every change made since the data was read.
+
+        ``take_over_stopped`` (``tzpush rebuild``, after the broker lost its store, when no
+        frame of a dead consumer will ever be redelivered): messages guarded by a consumer
+        presumed stopped go in wake-ups marked ``takeover``, whose consumer takes those guards
+        over as for a redelivered frame (the holder fenced, its journal merged, its attempt
+        records ending what may have left ``failed``). Presumed stopped: both the guard and the
+        due instant are older than lead + wake-up window + ``STOPPED_MARGIN_S``, by when a
+        running consumer has sent the message or recorded the attempt. Anything else guarded is
+        left to its holder, in ordinary wake-ups that skip it.
+        """
+        c = self.settings.creator
+        flt = {
+            "status": Status.PENDING.value,
+            "isDeleted": False,
+            "scheduledAt": {"$gte": start, "$lt": end},
+        }
+        chunk = REARM_CHUNK
+        cursor = self.db[dbm.MESSAGES].find(flt).sort("scheduledAt", 1).batch_size(chunk)
+        now = self.clock()
+        kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": c.wakeup_window_seconds}
+        plain = WakeupStream(planned_at=now, **kw)
+        taking = WakeupStream(planned_at=now, takeover=True, **kw)
+        out = Rearmed()
+        try:
+            while docs := list(itertools.islice(cursor, chunk)):
+                out.messages += len(docs)
+                stopped: set[str] = set()
+                if take_over_stopped:
+                    stopped, held = self._held_by_stopped(docs)
+                    out.taken_over += len(stopped)
+                    out.held += held
+                wakeups = plain.add([d for d in docs if d["_id"] not in stopped])
+                wakeups += taking.add([d for d in docs if d["_id"] in stopped])
+                out.wakeups += len(self._send_wakeups(wakeups, progress))
+            out.wakeups += len(self._send_wakeups(plain.close() + taking.close(), progress))
+        finally:
+            cursor.close()
+        if out.wakeups and self.broker is not None:
+            self.broker.flush()
+        if self.on_armed and out.wakeups:
+            self.on_armed(out.wakeups)
+        return out
 
     def arm(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
         """Group documents into wake-ups and schedule each ``lead`` before its first due instant.
@@ -175,22 +239,52 @@ class Planner:
         wakeups = group_wakeups(
             docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=self.clock()
         )
+        self._send_wakeups(wakeups, progress)
+        if wakeups and self.on_armed:
+            self.on_armed(len(wakeups))
+        return wakeups
+
+    def _send_wakeups(
+        self, wakeups: list[WakeUp], progress: Callable[[int], object] | None
+    ) -> list[WakeUp]:
+        """Schedule each wake-up ``lead`` before its first due instant (at once if that passed)."""
         if not wakeups:
             return wakeups
         if self.broker is None:
             raise RuntimeError("planner has no broker connection to arm wake-ups")
         if not self.broker.connected:  # e.g. dropped while idle between passes
             self.broker.connect()
-        lead_ms = int(c.lead_seconds * 1000)
+        lead_ms = int(self.settings.creator.lead_seconds * 1000)
         for w in wakeups:
             now_ms = int(self.clock().timestamp() * 1000)
             delay = max(0, w.first_due_ms - lead_ms - now_ms)
             self.broker.send(self.settings.queue(w.category), w.encode(), delay_ms=delay)
             if progress is not None:
                 progress(len(w.items))
-        if self.on_armed:
-            self.on_armed(len(wakeups))
         return wakeups
+
+    def _held_by_stopped(self, docs: list[Doc]) -> tuple[set[str], int]:
+        """Ids of ``docs`` guarded by a consumer presumed stopped, and how many others are held.
+
+        Only messages a consumer can hold are looked up: due before now + lead + wake-up window
+        (a wake-up fires ``lead`` before its first due instant and spans one window).
+        """
+        c = self.settings.creator
+        now = self.clock()
+        reach = dt.timedelta(seconds=c.lead_seconds + c.wakeup_window_seconds)
+        stale = now - reach - dt.timedelta(seconds=STOPPED_MARGIN_S)
+        due = {d["_id"]: d["scheduledAt"] for d in docs if d["scheduledAt"] < now + reach}
+        if not due:
+            return set(), 0
+        stopped: set[str] = set()
+        held = 0
+        for g in self.db[dbm.SENDS].find({"_id": {"$in": sorted(due)}}, {"owner": 1, "at": 1}):
+            at = g.get("at")
+            if isinstance(at, dt.datetime) and at <= stale and due[g["_id"]] <= stale:
+                stopped.add(g["_id"])
+            else:
+                held += 1
+        return stopped, held
 
     # -- internals -------------------------------------------------------------------------
     def _plan_and_arm(

@@ -82,10 +82,11 @@ def _progress(total: int, what: str) -> Any:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from ops.replay import Replayer, Selection, select
+    from ops.replay import Replayer, Selection, resume, select, sigterm_raises
     from shared import metrics
     from shared.expo.sender import ExpoSender
     from shared.store import db as dbm
+    from shared.store import replays
 
     sel = Selection(
         since=parse_instant(args.since, what="--since"),
@@ -94,8 +95,22 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         users=_csv(args.user),
         ids=_csv(args.ids),
     )
+    by = args.by or getpass.getuser()
     database = dbm.connect(settings.mongo)
     try:
+        if args.dry_run:
+            stale = replays.stale_holders(database, dt.datetime.now(dt.UTC))
+            if stale:
+                print(
+                    f"note: {len(stale)} replay(s) stopped while holding messages (replaying); "
+                    "a replay without --dry-run, or the janitor, settles them"
+                )
+        else:
+            # A replay that stopped without settling (killed hard) held these past its lease:
+            # what it never sent is is_missed again, so this replay can select it.
+            settled = resume(database, by)
+            if settled:
+                print(f"settled an earlier replay that stopped: {settled.describe()}")
         docs = select(database, sel)
         if not docs:
             print("nothing to replay: no is_missed message matches")
@@ -119,11 +134,16 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
                 print("nothing replayed")
                 return 1
         sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
-        replayer = Replayer(database, settings, sender, args.by or getpass.getuser(), args.reason)
+        replayer = Replayer(database, settings, sender, by, args.reason)
         try:
-            with _progress(len(docs), "replay") as bar:
+            # SIGTERM stops the replay as Ctrl-C does: it settles what it holds, then exits.
+            with sigterm_raises(), _progress(len(docs), "replay") as bar:
                 task = bar.add_task("replaying", total=len(docs))
                 counts = replayer.run(docs, progress=lambda n: bar.advance(task, n))
+        except BaseException as exc:
+            done = ", ".join(f"{k} {v}" for k, v in sorted(replayer.counts.items()))
+            print(f"replay stopped ({type(exc).__name__}: {exc}): {done or 'nothing done'}")
+            raise
         finally:
             sender.close()
     finally:
@@ -133,6 +153,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.planner import STOPPED_MARGIN_S
     from creator.service import open_planner
     from shared.store import db as dbm
 
@@ -146,11 +167,25 @@ def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
         with _progress(total, "rebuild") as bar:
             task = bar.add_task("re-arming", total=total)
             advance: Callable[[int], None] = lambda n: bar.advance(task, n)  # noqa: E731
-            n = planner.rearm(EPOCH, FAR, progress=advance)
+            # The broker lost its store: no frame of a consumer that died will be redelivered,
+            # so the rebuilt wake-ups take over the guards such a consumer left.
+            done = planner.rearm(EPOCH, FAR, progress=advance, take_over_stopped=True)
     print(
-        f"re-armed {n} pending message(s) from the database "
-        "(duplicates of wake-ups still on the broker are skipped by the send guards)"
+        f"re-armed {done.messages} pending message(s) from the database in {done.wakeups} "
+        "wake-up(s) (duplicates of wake-ups still on the broker are skipped by the send guards)"
     )
+    if done.taken_over:
+        print(
+            f"{done.taken_over} of them held by a consumer that stopped: their wake-ups take "
+            "its guards over (what may have left ends failed, outcome unknown; the rest is sent)"
+        )
+    if done.held:
+        c = settings.creator
+        after = int(c.lead_seconds + c.wakeup_window_seconds + STOPPED_MARGIN_S)
+        print(
+            f"{done.held} of them held by a consumer that may still be running: left to it "
+            f"(if it stopped, run rebuild again once its guards are {after} s old)"
+        )
     return 0
 
 

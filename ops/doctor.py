@@ -4,7 +4,10 @@ Each check answers one question an operator would otherwise debug by hand: are t
 consistent, is the database reachable with every index, is the broker reachable *and does it
 really delay scheduled messages* (without ``schedulerSupport`` ActiveMQ silently delivers
 ``AMQ_SCHEDULED_DELAY`` messages at once, so every push would go out early), is Expo reachable
-and does it accept the access token. A failed check names the setting or file to change.
+and does it accept the access token, and how far is this host's clock from the database
+server's (the janitor goes by the database's clock; consumers hold pushes until the due instant
+by their own, and the intent-change log allows 30 s between processes). A failed check names the
+setting or file to change.
 """
 
 from __future__ import annotations
@@ -16,15 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import requests
+from pymongo.database import Database
 
 from shared.broker import Frame, StompClient
+from shared.clock import Clock, utcnow
+from shared.domain.messages import Doc
 from shared.errors import TzpushError
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store.intent import CHANGE_SKEW
 
 PROBE_DELAY_MS = 1500
 TOO_EARLY_S = 1.2
 PROBE_TIMEOUT_S = 10.0
+SKEW_OK_S = 1.0  # above this, pushes leave this much early or late: warn
 
 
 @dataclass
@@ -83,7 +91,40 @@ def check_settings(settings: Settings) -> list[Check]:
     return out
 
 
-def check_database(settings: Settings, fix_indexes: bool = False) -> list[Check]:
+def check_clock(database: Database[Doc], clock: Clock = utcnow) -> Check:
+    """How far this host's clock is from the database server's (``hello``'s ``localTime``).
+
+    Warn above ``SKEW_OK_S`` (a consumer on this host sends that much early or late); fail above
+    the intent-change log's allowance (``CHANGE_SKEW``, 30 s): beyond it a consumer can miss
+    a user's change (a token handed over, a category turned off) made on another host.
+    """
+    server = dbm.server_clock(database, clock)
+    fix = "synchronise this host's clock (NTP: chrony or systemd-timesyncd) and the database's"
+    if server is None:
+        return Check(
+            "clock skew",
+            "warn",
+            "the database server does not report its time (no localTime in hello): skew "
+            "unknown; the janitor waits 15 min longer instead",
+            fix,
+        )
+    skew = server.skew_s
+    side = "ahead of" if skew >= 0 else "behind"
+    detail = (
+        f"this host is {side} the database server by {abs(skew):.3f} s "
+        f"(round trip {server.rtt_s * 1000:.0f} ms)"
+    )
+    allowed = CHANGE_SKEW.total_seconds()
+    if abs(skew) - server.rtt_s / 2 > allowed:
+        return Check("clock skew", "fail", f"{detail}; more than {allowed:g} s", fix)
+    if abs(skew) - server.rtt_s / 2 > SKEW_OK_S:
+        return Check("clock skew", "warn", f"{detail}; more than {SKEW_OK_S:g} s", fix)
+    return Check("clock skew", "ok", detail)
+
+
+def check_database(
+    settings: Settings, fix_indexes: bool = False, clock: Clock = utcnow
+) -> list[Check]:
     mongo = settings.mongo.model_copy(update={"timeout_ms": min(settings.mongo.timeout_ms, 3000)})
     database = dbm.connect(mongo)
     try:
@@ -114,6 +155,7 @@ def check_database(settings: Settings, fix_indexes: bool = False) -> list[Check]
             )
         else:
             out.append(Check("indexes", "ok", f"all {sum(map(len, dbm.index_plan().values()))}"))
+        out.append(check_clock(database, clock))
         return out
     finally:
         database.client.close()
@@ -211,10 +253,12 @@ def check_expo(settings: Settings) -> list[Check]:
     return [Check("expo", "ok", f"{settings.expo.base_url} answered 200 ({auth})")]
 
 
-def run_checks(settings: Settings, *, fix_indexes: bool = False) -> list[Check]:
+def run_checks(
+    settings: Settings, *, fix_indexes: bool = False, clock: Clock = utcnow
+) -> list[Check]:
     steps: list[Callable[[], list[Check]]] = [
         lambda: check_settings(settings),
-        lambda: check_database(settings, fix_indexes),
+        lambda: check_database(settings, fix_indexes, clock),
         lambda: check_broker(settings),
         lambda: check_expo(settings),
     ]

@@ -1,49 +1,67 @@
-"""``tzpush replay``: send again what was missed, each message at most once.
+"""``tzpush replay``: send again what was missed, each message at most once, never stuck.
 
 Selection reads ``is_missed`` messages through the partial index ``missed_by_time`` (a due-time
 range; category, user and id filters ride on it). Each selected message is taken with one
-compare-and-set, ``{_id, status: 'is_missed'} -> status 'replaying'``, so two replays run at the
-same time (or one run twice) can never both take a message: the loser's update matches nothing.
-The replay is recorded on the message (who, when, why, the reason it was missed).
+compare-and-set, ``{_id, status: 'is_missed'} -> status 'replaying'`` (``shared.store.replays``),
+so two replays run at the same time (or one run twice) can never both take a message: the
+loser's update matches nothing. The replay is recorded on the message (run, who, when, why, the
+reason it was missed).
 
-What was taken is rechecked against the current user, reminder and token (a token that died since,
-a user who turned the category off, a removed reminder: the message is cancelled with that
-reason), then sent straight through ``ExpoSender`` (no broker), and the outcome is recorded as
-the consumer records it: ``success`` with the ticket id and a pending receipt, or ``failed`` with
-the reason; token hygiene through ``consumer.recorder.apply_token_effects``.
+What was taken is judged at the replay's own instant (``shared.domain.replay``): a token that
+died since, a user who turned the category off, a removed reminder: cancelled with that reason;
+the user's quiet hours *now*, in the user's zone: back to ``is_missed`` for a later replay; the
+daily cap of the user's local day *now*: reserved as the consumer reserves it, and cancelled when
+reached. The rest goes straight through the Expo sender (no broker), with an attempt record
+written before each request, and the outcome is recorded as the consumer records it:
+``success`` with the ticket id and a pending receipt, or ``failed`` with the reason (a failure
+gives its cap reservation back); token hygiene through
+``shared.store.tokens.apply_token_effects``.
 
-A replay that dies between taking and recording leaves messages in ``replaying``; ``tzpush
-stats`` shows them and ``tzpush messages show`` says who took them. They are never re-sent
-automatically, since their push may have left.
+A replay that stops (any error, Ctrl-C, SIGTERM) settles what it still holds before it exits:
+what certainly never left goes back to ``is_missed``, what may have left ends ``failed``
+"outcome unknown". One killed hard leaves its messages ``replaying`` until its lease runs out;
+then the next replay (``resume``) or the janitor settles them by the same rule.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import logging
+import signal
+import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
 
 from shared import metrics
 from shared.clock import Clock, utcnow
-from shared.domain import intent
+from shared.domain import replay as rules
 from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import TokenEffect, effect_of, outcome_fields
 from shared.domain.plan import to_item
-from shared.expo.pushes import OutgoingPush, PushOutcome
-from shared.expo.sender import ExpoSender
+from shared.expo.pushes import OutgoingPush, PushOutcome, Sender
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import intent as stored_intent
-from shared.store.journal import apply_token_effects
-from shared.store.messages import end
+from shared.store import replays
+from shared.store.tokens import apply_token_effects
+from shared.wire import Item
+
+log = logging.getLogger(__name__)
 
 CHUNK = 500
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
+QUIET = "left is_missed (quiet hours)"
+MALFORMED = "left is_missed (malformed document)"
+STOPPED = "back to is_missed (replay stopped)"
+UNKNOWN = "failed (outcome unknown)"
+CANCELLED = Status.CANCELLED
 
 
 @dataclass
@@ -74,71 +92,134 @@ def select(database: Database[Doc], selection: Selection) -> list[Doc]:
     return sorted(cursor, key=lambda d: (d["scheduledAt"], d["_id"]))
 
 
+def resume(database: Database[Doc], by: str, clock: Clock = utcnow) -> replays.Settled:
+    """Settle replays that stopped without settling (their lease ran out), before selecting:
+    what they never sent is ``is_missed`` again, so this replay can select it."""
+    return replays.settle_stale(database, clock(), f"replay by {by}")
+
+
+def _malformed(doc: Doc) -> str | None:
+    """Why a (hand-edited) document cannot be replayed, or ``None``."""
+    try:
+        to_item(doc)
+        if not isinstance(doc["category"], str) or not isinstance(doc["token"], str):
+            raise TypeError("category and token must be strings")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"malformed document, not replayed: {type(exc).__name__} {exc}"
+    return None
+
+
 @dataclass
 class Replayer:
-    """Takes, rechecks, sends and records; ``counts`` says what became of each message."""
+    """Takes, judges, sends and records; ``counts`` says what became of each message."""
 
     database: Database[Doc]
     settings: Settings
-    sender: ExpoSender
+    sender: Sender
     by: str
     reason: str
     clock: Clock = utcnow
     counts: Counter[str] = field(default_factory=Counter)
+    run_id: str = ""
+    _caps: dict[str, str] = field(default_factory=dict)  # message id -> counter reserved
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.run_id = self.run_id or replays.new_run(self.by)
 
     def run(self, docs: list[Doc], progress: Callable[[int], None] | None = None) -> Counter[str]:
-        for i in range(0, len(docs), CHUNK):
-            chunk = docs[i : i + CHUNK]
-            self._chunk(chunk)
-            if progress is not None:
-                progress(len(chunk))
+        """Replay ``docs`` in chunks; on any error (Ctrl-C too) settle what is held, re-raise."""
+        try:
+            for i in range(0, len(docs), CHUNK):
+                chunk = docs[i : i + CHUNK]
+                self._chunk(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+        except BaseException as exc:
+            self._stop(exc)
+            raise
         return self.counts
 
-    def _take(self, doc: Doc, now: dt.datetime) -> bool:
-        res = self.database[dbm.MESSAGES].update_one(
-            {"_id": doc["_id"], "status": Status.IS_MISSED.value},
-            {
-                "$set": {
-                    "status": Status.REPLAYING.value,
-                    "replay": {
-                        "by": self.by,
-                        "at": now,
-                        "reason": self.reason,
-                        "missedReason": doc.get("reason"),
-                    },
-                }
-            },
-        )
-        return res.modified_count == 1
+    def _stop(self, error: BaseException) -> None:
+        """This run stops: settle what it still holds by the attempt-record rule."""
+        try:
+            settled = replays.settle(self.database, self.run_id, self.run_id, self.clock())
+            with self._lock:
+                refunds = [self._caps.pop(i) for i in settled.missed if i in self._caps]
+            for key in refunds:
+                self.database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -1}})
+        except Exception:
+            log.exception(
+                "replay %s stopped (%r) and could not settle what it holds: the next replay or "
+                "the janitor settles it once its lease (%s) has run out",
+                self.run_id,
+                error,
+                replays.LEASE,
+            )
+            return
+        with self._lock:
+            self.counts[STOPPED] += len(settled.missed)
+            self.counts[UNKNOWN] += len(settled.unknown)
+        if settled:
+            log.warning("replay %s stopped (%r): %s", self.run_id, error, settled.describe())
 
     def _chunk(self, docs: list[Doc]) -> None:
         now = self.clock()
-        mine = [d for d in docs if self._take(d, now)]
+        run = self.run_id
+        mine = [d for d in docs if replays.take(self.database, d, run, self.by, self.reason, now)]
         if len(mine) < len(docs):
             self.counts["skipped (taken by another replay)"] += len(docs) - len(mine)
-        items = [to_item(d) for d in mine]
-        users, reminders, tokens = (
-            stored_intent.load_current(self.database, items) if items else ({}, {}, {})
-        )
-        sendable: dict[str, Doc] = {}
-        ends: list[UpdateOne] = []
-        for d, it in zip(mine, items, strict=True):
-            why = intent.full_reason(
-                it,
-                d["category"],
-                users.get(it.user),
-                reminders.get(it.reminder),
-                tokens.get(it.token_id),
-            )
-            if why:
-                reason = f"not replayed: {why}"
-                ends.append(end(d["_id"], Status.CANCELLED, reason, now, expect=Status.REPLAYING))
-                self.counts[Status.CANCELLED] += 1
-                metrics.MESSAGES.labels(d["category"], Status.CANCELLED).inc()
+        writes: list[UpdateOne] = []
+        tally: Counter[str] = Counter()  # what the writes do, counted once they are done
+        cancelled: list[str] = []  # categories, for the metric
+        items: dict[str, Item] = {}
+        for d in mine:
+            bad = _malformed(d)
+            if bad:
+                writes.append(replays.back_to_missed(d["_id"], run, bad, now))
+                tally[MALFORMED] += 1
             else:
-                sendable[d["_id"]] = d
-        if ends:
-            self.database[dbm.MESSAGES].bulk_write(ends, ordered=False)
+                items[d["_id"]] = to_item(d)
+        by_id = {d["_id"]: d for d in mine}
+        users, reminders, tokens = (
+            stored_intent.load_current(self.database, list(items.values()))
+            if items
+            else ({}, {}, {})
+        )
+        keep: list[Item] = []
+        for mid, it in items.items():
+            category = by_id[mid]["category"]
+            user = users.get(it.user)
+            verdict, why = rules.judge(
+                it, category, user, reminders.get(it.reminder), tokens.get(it.token_id), now
+            )
+            if verdict is rules.Verdict.CANCEL:
+                writes.append(replays.ended(mid, run, CANCELLED, f"not replayed: {why}", now))
+                cancelled.append(category)
+            elif verdict is rules.Verdict.LATER:
+                writes.append(replays.back_to_missed(mid, run, f"not replayed now: {why}", now))
+                tally[QUIET] += 1
+            else:
+                keep.append(rules.at_replay(it, now, (user or {}).get("timezone")))
+        caps = {it.id: users[it.user].get("dailyCap") for it in keep}
+        over = (
+            stored_intent.daily_cap_reasons(self.database, keep, caps) if any(caps.values()) else {}
+        )
+        for it in keep:
+            if it.id in over:
+                reason = f"not replayed: {over[it.id]}"
+                writes.append(replays.ended(it.id, run, CANCELLED, reason, now))
+                cancelled.append(by_id[it.id]["category"])
+            elif caps.get(it.id):
+                self._caps[it.id] = f"{it.user}:{it.local_date}"
+        if writes:
+            with dbm.translate_errors("recording what the replay does not send"):
+                self.database[dbm.MESSAGES].bulk_write(writes, ordered=False)
+        tally[CANCELLED] += len(cancelled)
+        self.counts.update(+tally)
+        for category in cancelled:
+            metrics.MESSAGES.labels(category, CANCELLED).inc()
+        sendable = {it.id: by_id[it.id] for it in keep if it.id not in over}
         if not sendable:
             return
         pushes = [
@@ -157,12 +238,19 @@ class Replayer:
             )
             for d in sendable.values()
         ]
-        self.sender.send(pushes, on_chunk_done=lambda outs: self._record(sendable, outs))
+        self.sender.send(
+            pushes,
+            on_chunk_done=lambda outs: self._record(sendable, outs),
+            before_request=lambda ids: replays.leaving(self.database, run, ids, self.clock()),
+        )
+        # Every outcome of this chunk is recorded: nothing of it is "may have left" any more.
+        replays.forget_attempts(self.database, run)
 
     def _record(self, docs: dict[str, Doc], outs: list[PushOutcome]) -> None:
         now = self.clock()
         updates: list[UpdateOne] = []
         effects: list[TokenEffect] = []
+        refunds: list[str] = []
         for o in outs:
             d = docs[o.message_id]
             fields = outcome_fields(
@@ -176,20 +264,44 @@ class Replayer:
             )
             if o.ok:
                 fields["reason"] = f"accepted by Expo (replayed by {self.by})"
-            effect = effect_of(o.ok, o.code, o.error, d["notificationTokenId"], d["userId"], now)
+            token, user = d["notificationTokenId"], d["userId"]
+            effect = effect_of(o.ok, o.code, o.error, token, user, now, d["_id"])
             if effect is not None:
                 effects.append(effect)
             fields["replay.sentAt"] = now
             updates.append(
                 UpdateOne(
-                    {"_id": o.message_id, "status": Status.REPLAYING.value},
+                    replays.held(o.message_id, self.run_id),
                     {"$set": fields, "$inc": {"attempts": o.attempts}},
                 )
             )
-            self.counts[fields["status"]] += 1
+            with self._lock:
+                key = self._caps.pop(o.message_id, None)
+                if key is not None and not o.ok:
+                    refunds.append(key)  # a failed push gives its cap reservation back
+                self.counts[fields["status"]] += 1
             metrics.MESSAGES.labels(d["category"], fields["status"]).inc()
         with dbm.translate_errors("recording replay outcomes"):
             self.database[dbm.MESSAGES].bulk_write(updates, ordered=False)
+            for key in refunds:
+                self.database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -1}})
             apply_token_effects(
                 self.database, effects, self.settings.consumer.max_token_failures, now
             )
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While inside, SIGTERM raises ``SystemExit`` (so ``finally`` and settling run)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

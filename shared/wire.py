@@ -54,8 +54,12 @@ class WakeUp:
 
     id: str
     category: str
-    planned_ms: int  # when the snapshot was taken (intent changes after it are rechecked)
+    planned_ms: int  # when the snapshot was read (intent changes after it are rechecked)
     items: tuple[Item, ...] = field(default_factory=tuple)
+    # Set by ``tzpush rebuild`` on wake-ups whose messages it found guarded by a consumer that
+    # stopped: the consumer may take those guards over, as for a redelivered frame. Optional on
+    # the wire (absent means False), so frames of older creators still decode.
+    takeover: bool = False
 
     @property
     def first_due_ms(self) -> int:
@@ -69,6 +73,8 @@ class WakeUp:
             "planned_ms": self.planned_ms,
             "items": [_item_dict(i) for i in self.items],
         }
+        if self.takeover:  # only when set: every other frame is byte for byte what it was
+            body["takeover"] = True
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -107,11 +113,15 @@ def decode(raw: bytes | str) -> WakeUp:
             if not isinstance(item.id, str) or not isinstance(item.due_ms, int):
                 raise WireError(f"bad item id or due_ms: {str(it)[:120]}")
             items.append(item)
+        takeover = body.get("takeover", False)
+        if not isinstance(takeover, bool):
+            raise WireError(f"takeover must be true or false, not {takeover!r}")
         wake = WakeUp(
             id=str(body["id"]),
             category=str(body["category"]),
             planned_ms=int(body["planned_ms"]),
             items=tuple(items),
+            takeover=takeover,
         )
     except KeyError as exc:
         raise WireError(f"missing field {exc.args[0]!r}") from None

@@ -40,6 +40,9 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "UNAUTHORIZED"
     REQUEST_REFUSED = "RequestRefused"  # another 4xx (VALIDATION_ERROR, PUSH_TOO_MANY_...)
     CLIENT_ERROR = "ClientError"  # the SDK raised something unexpected
+    # The request reached Expo and its answer was lost (read timeout, connection lost after the
+    # request was written) or unreadable (a 2xx): Expo may have accepted it. Never resent.
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
 
     @classmethod
     def of_push(cls, code: str | None) -> ErrorCode:
@@ -74,6 +77,7 @@ TOKEN_EFFECTS: dict[ErrorCode, EffectKind | None] = {
     ErrorCode.UNAUTHORIZED: None,
     ErrorCode.REQUEST_REFUSED: None,
     ErrorCode.CLIENT_ERROR: None,
+    ErrorCode.OUTCOME_UNKNOWN: None,
 }
 
 
@@ -88,13 +92,16 @@ def token_effect(ok: bool, code: ErrorCode | None) -> EffectKind | None:
 class TokenEffect:
     """What one push says about its token. ``pushed_at`` is when that push was made: outcomes
     (tickets, late receipts, a takeover's merge) arrive out of order, and "consecutive" failures
-    are counted in push order, not in the order their news arrives."""
+    are counted in push order, not in the order their news arrives. ``message_id`` names the
+    push: a failure that carries it counts once however often its outcome is applied (a journal
+    merged again)."""
 
     token_id: str
     user_id: str
     kind: EffectKind
     reason: str = ""
     pushed_at: dt.datetime | None = None
+    message_id: str = ""
 
 
 def outcome_fields(
@@ -133,14 +140,20 @@ def outcome_fields(
 
 
 def effect_of(
-    ok: bool, code: ErrorCode | None, error: str | None, token_id: str, user_id: str, at: Any
+    ok: bool,
+    code: ErrorCode | None,
+    error: str | None,
+    token_id: str,
+    user_id: str,
+    at: Any,
+    message_id: str = "",
 ) -> TokenEffect | None:
     """The ``TokenEffect`` of one outcome, or ``None`` when it says nothing about the token."""
     kind = token_effect(ok, code)
     if kind is None:
         return None
     reason = "" if ok else (error or code or "")
-    return TokenEffect(token_id, user_id, kind, reason, at)
+    return TokenEffect(token_id, user_id, kind, reason, at, message_id)
 
 
 # -- the send journal's rows ----------------------------------------------------------------------

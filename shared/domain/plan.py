@@ -17,7 +17,15 @@ from shared.domain.localtime import occurrences_between, parse_hhmm
 from shared.domain.messages import Doc, message_id, new_message
 from shared.wire import Item, WakeUp
 
-__all__ = ["Doc", "group_wakeups", "message_id", "plan_messages", "to_item", "user_accepts"]
+__all__ = [
+    "Doc",
+    "WakeupStream",
+    "group_wakeups",
+    "message_id",
+    "plan_messages",
+    "to_item",
+    "user_accepts",
+]
 
 
 def plan_messages(
@@ -81,24 +89,32 @@ def group_wakeups(
     size: int,
     window_s: float,
     planned_at: dt.datetime,
+    takeover: bool = False,
 ) -> list[WakeUp]:
     """Group messages by category and a window of due instants, at most ``size`` per wake-up.
 
     Grouping is deterministic (sorted by category, due instant, id), so re-arming the same set
     produces the same wake-ups.
+
+    A wake-up's ``planned_ms`` is the oldest snapshot it carries: the earliest ``plannedAt`` of
+    its documents (each taken before its user, reminder and token were read), and never later
+    than ``planned_at`` (now, for documents without one). The consumer rechecks every user whose
+    intent changed since then, so an edit made while a pass was running, or between planning
+    and a re-arm, is never missed. An older time only costs a wider recheck.
     """
     ordered = sorted(docs, key=lambda d: (d["category"], d["scheduledAt"], d["_id"]))
-    planned_ms = int(planned_at.timestamp() * 1000)
+    latest_ms = _ms(planned_at)
     window_ms = int(window_s * 1000)
     wakeups: list[WakeUp] = []
     cur: list[Item] = []
     cur_cat = ""
+    cur_planned = latest_ms
 
     def close() -> None:
         if cur:
             digest = hashlib.sha1("\n".join(i.id for i in cur).encode()).hexdigest()[:16]
             wid = f"{cur_cat}:{cur[0].due_ms}:{digest}"
-            wakeups.append(WakeUp(wid, cur_cat, planned_ms, tuple(cur)))
+            wakeups.append(WakeUp(wid, cur_cat, cur_planned, tuple(cur), takeover=takeover))
 
     for d in ordered:
         item = to_item(d)
@@ -107,7 +123,76 @@ def group_wakeups(
         ):
             close()
             cur = []
+            cur_planned = latest_ms
         cur_cat = d["category"]
         cur.append(item)
+        snapshot = d.get("plannedAt")
+        if isinstance(snapshot, dt.datetime):
+            cur_planned = min(cur_planned, _ms(snapshot))
     close()
     return wakeups
+
+
+class WakeupStream:
+    """``group_wakeups`` over documents that arrive chunk by chunk in due order (a cursor).
+
+    ``add`` returns the wake-ups that can no longer grow. The last wake-up of each category is
+    held back while a later document could still join it (fewer than ``size`` items, and the
+    chunk's latest due instant within ``window_s`` of its first), so wake-ups stay full across
+    chunk boundaries; ``close`` returns what is held. At most one wake-up per category is held,
+    so memory is bounded by the chunk, not by the input. When chunks split between distinct due
+    instants the result is exactly ``group_wakeups`` over the whole input; a split inside one
+    instant orders that instant's documents per chunk, which still gives full wake-ups.
+    """
+
+    def __init__(
+        self, *, size: int, window_s: float, planned_at: dt.datetime, takeover: bool = False
+    ) -> None:
+        self._kw: dict[str, Any] = {
+            "size": size,
+            "window_s": window_s,
+            "planned_at": planned_at,
+            "takeover": takeover,
+        }
+        self._size = size
+        self._window_ms = int(window_s * 1000)
+        self._held: list[Mapping[str, Any]] = []
+        self._last: dt.datetime | None = None
+
+    @property
+    def held(self) -> int:
+        """Documents read and not yet in a returned wake-up."""
+        return len(self._held)
+
+    def add(self, docs: Iterable[Mapping[str, Any]]) -> list[WakeUp]:
+        chunk = list(docs)
+        if not chunk:
+            return []
+        first = min(d["scheduledAt"] for d in chunk)
+        if self._last is not None and first < self._last:
+            raise ValueError(
+                f"documents must arrive in due order: {first.isoformat()} after "
+                f"{self._last.isoformat()}"
+            )
+        self._last = max(d["scheduledAt"] for d in chunk)
+        last_ms = _ms(self._last)
+        pool = self._held + chunk
+        wakeups = group_wakeups(pool, **self._kw)
+        last_of = {w.category: n for n, w in enumerate(wakeups)}
+        open_ = {
+            n
+            for n in last_of.values()
+            if len(wakeups[n].items) < self._size
+            and last_ms - wakeups[n].first_due_ms <= self._window_ms
+        }
+        by_id = {d["_id"]: d for d in pool}
+        self._held = [by_id[i.id] for n in sorted(open_) for i in wakeups[n].items]
+        return [w for n, w in enumerate(wakeups) if n not in open_]
+
+    def close(self) -> list[WakeUp]:
+        held, self._held = self._held, []
+        return group_wakeups(held, **self._kw)
+
+
+def _ms(at: dt.datetime) -> int:
+    return int(at.timestamp() * 1000)

@@ -1,5 +1,13 @@
 """The Expo transport: rate limiting, gzip, and what a failed request means.
 
+The resend policy (``classify``): a chunk is sent again only when Expo certainly did not take it:
+it answered 429 (refused) or 5xx (failed: Expo's own advice is to retry these), or the request
+never reached it (connection refused, connect timeout). When the request reached Expo and the
+answer was lost (read timeout, connection closed after the request was written) or came back as
+a 2xx nobody can read, Expo may have accepted it: the chunk's pushes end ``failed`` with
+"outcome unknown", never resent, as after a crash (no duplicate push; an operator can replay
+them). The risk that remains is a 5xx after Expo did accept the chunk: docs/architecture.md.
+
 Kept apart from the sender's chunking and retries (``shared.expo.sender``) so each can be read
 and tested alone: ``RateLimiter`` (clock and sleep injected), ``GzipSession`` and ``classify``,
 which gives every failure its ``ErrorCode`` (the one classification: see
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
+import urllib3
 from exponent_server_sdk import PushServerError
 
 from shared.domain.outcomes import ErrorCode
@@ -115,12 +124,13 @@ def classify(exc: Exception) -> Classified:
         text = first.get("message") or exc.message
         if status == 429 or code == "TOO_MANY_REQUESTS":
             return Classified(429, ErrorCode.TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS", text, True)
-        if status is None or status >= 500 or status < 400:
-            # 5xx, or a 200 with a body the SDK could not use: may work next time.
-            if status and status >= 500:
-                return Classified(status, ErrorCode.SERVER_ERROR, f"HTTP {status}", text, True)
+        if status is not None and status >= 500:
+            return Classified(status, ErrorCode.SERVER_ERROR, f"HTTP {status}", text, True)
+        if status is None or status < 400:
+            # A 2xx the SDK could not use: Expo accepted the chunk; sending it again would
+            # push it twice.
             label = f"HTTP {status}" if status else "invalid response"
-            return Classified(status, ErrorCode.INVALID_RESPONSE, label, text, True)
+            return _unknown(status, label, text)
         kind = ErrorCode.UNAUTHORIZED if code == "UNAUTHORIZED" else ErrorCode.REQUEST_REFUSED
         return Classified(status, kind, code or f"HTTP {status}", f"HTTP {status}: {text}", False)
     if isinstance(exc, requests.HTTPError):
@@ -133,7 +143,33 @@ def classify(exc: Exception) -> Classified:
         return Classified(status, kind, f"HTTP {status}", text, False)
     if isinstance(exc, requests.RequestException):
         label = f"network error ({type(exc).__name__})"
-        return Classified(None, ErrorCode.NETWORK_ERROR, label, str(exc), True)
+        if _never_reached(exc):
+            return Classified(None, ErrorCode.NETWORK_ERROR, label, str(exc), True)
+        return _unknown(None, label, str(exc))
     log.exception("unexpected error from the Expo SDK")
     label = f"client error ({type(exc).__name__})"
     return Classified(None, ErrorCode.CLIENT_ERROR, label, str(exc), False)
+
+
+def _never_reached(exc: requests.RequestException) -> bool:
+    """Whether the request certainly never reached the server (so a resend cannot duplicate)."""
+    if isinstance(exc, (requests.ConnectTimeout, *_BEFORE_SENDING)):
+        return True
+    if isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.ReadTimeout):
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        return isinstance(reason, urllib3.exceptions.NewConnectionError)
+    return False  # a read timeout, a connection lost after writing, a broken response body
+
+
+# Refused by requests itself, before any byte was sent.
+_BEFORE_SENDING = (
+    requests.exceptions.InvalidURL,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.InvalidHeader,
+)
+
+
+def _unknown(status: int | None, label: str, text: str) -> Classified:
+    why = f"outcome unknown: {label}: Expo may have accepted it; not resent, to avoid a duplicate"
+    return Classified(status, ErrorCode.OUTCOME_UNKNOWN, label, f"{why} ({text})", False)

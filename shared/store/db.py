@@ -11,12 +11,20 @@ import contextlib
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pymongo
 from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
-from pymongo.errors import AutoReconnect, ConnectionFailure, NetworkTimeout, PyMongoError
+from pymongo.errors import (
+    AutoReconnect,
+    ConnectionFailure,
+    NetworkTimeout,
+    OperationFailure,
+    PyMongoError,
+)
 
 from shared.domain.messages import Doc, Status
 from shared.errors import TransientError
@@ -34,6 +42,7 @@ JOURNAL = "send_journal"
 CHANGES = "intent_changes"
 COUNTERS = "notification_counters"
 STATE = "planner_state"
+FENCES = "consumer_fences"
 
 ALL_COLLECTIONS = (
     USERS,
@@ -46,14 +55,18 @@ ALL_COLLECTIONS = (
     CHANGES,
     COUNTERS,
     STATE,
+    FENCES,
 )
 
 PENDING_UNIQUE = "pending_occurrence_unique"
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"
+ACTIVE_TOKEN_UNIQUE = "one_active_registration_per_token"
 
 
 def index_plan() -> dict[str, list[IndexModel]]:
-    """Every index tzpush needs, by collection, with the query each one serves (see README)."""
+    """Every index tzpush needs, by collection, with the query each one serves.
+
+    docs/architecture.md lists them with their queries too."""
     return {
         MESSAGES: [
             # Uniqueness of a pending occurrence (the case study's index; keys reordered so the
@@ -90,6 +103,13 @@ def index_plan() -> dict[str, list[IndexModel]]:
                 unique=True,
                 partialFilterExpression={"isActive": True},
             ),
+            # One active registration per token string (an app install, whoever logs in on it).
+            IndexModel(
+                [("token", ASCENDING)],
+                name=ACTIVE_TOKEN_UNIQUE,
+                unique=True,
+                partialFilterExpression={"isActive": True, "token": {"$type": "string"}},
+            ),
             IndexModel([("userId", ASCENDING)], name="tokens_by_user"),
             # Tokens with failures, so a success can reset them without a lookup per token.
             IndexModel(
@@ -102,6 +122,9 @@ def index_plan() -> dict[str, list[IndexModel]]:
         CHANGES: [IndexModel([("at", ASCENDING)], name="changes_by_time")],
         ATTEMPTS: [
             IndexModel([("at", ASCENDING)], name="attempts_expire", expireAfterSeconds=7 * 86400)
+        ],
+        FENCES: [
+            IndexModel([("at", ASCENDING)], name="fences_expire", expireAfterSeconds=7 * 86400)
         ],
     }
 
@@ -190,3 +213,44 @@ def is_duplicate_on_id(error: Doc) -> bool:
     if key:
         return set(key) == {"_id"}
     return "_id_" in str(error.get("errmsg", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerClock:
+    """The database server's clock, read once: ``server`` is what it said (``hello``'s
+    ``localTime``), ``local`` this host's clock at the middle of that round trip."""
+
+    server: dt.datetime
+    local: dt.datetime
+    rtt_s: float
+
+    @property
+    def skew_s(self) -> float:
+        """How far this host's clock is ahead of the server's (negative: behind), in seconds,
+        give or take half the round trip."""
+        return (self.local - self.server).total_seconds()
+
+
+def server_clock(
+    database: Database[Doc], clock: Callable[[], dt.datetime] | None = None
+) -> ServerClock | None:
+    """Read the database server's clock, or ``None`` if the server does not say its time.
+
+    MongoDB (and SecantusDB) put ``localTime`` in the answer to ``hello`` (``isMaster`` before
+    4.4.2). Deciding by the server's clock makes every process agree on "now" whatever their
+    own clocks say (the janitor ends nothing before its due instant plus grace by it).
+    """
+    now = clock or (lambda: dt.datetime.now(dt.UTC))
+    with translate_errors("reading the database server's clock"):
+        started, t0 = now(), time.monotonic()
+        try:
+            reply = database.client.admin.command("hello")
+        except OperationFailure:
+            reply = database.client.admin.command("isMaster")
+        rtt = time.monotonic() - t0
+    at = reply.get("localTime")
+    if not isinstance(at, dt.datetime):
+        return None
+    if at.tzinfo is None:  # a client opened without tz_aware: BSON dates are UTC
+        at = at.replace(tzinfo=dt.UTC)
+    return ServerClock(at, started + dt.timedelta(seconds=rtt / 2), rtt)

@@ -4,6 +4,14 @@ A guard is a document in ``notification_sends`` keyed by the message id: whoever
 first (a consumer, the janitor, a takeover) is the only one who may send or end that message.
 Attempt records (``send_attempts``, written by ``consumer.attempts``) say which guarded messages
 may already have left for Expo; a guard is never released for those.
+
+A takeover decides from the holder's attempt records, so the holder must not start a request
+the takeover could not see. Fencing orders the two: the taker first fences the holder
+(``fence``), then reads its attempt records; the holder writes its attempt record first, then
+checks its fence (``is_fenced``) and sends only if it is not fenced. Whatever the interleaving,
+either the taker sees the attempt (and ends the message "outcome unknown") or the holder sees
+the fence (and sends nothing): never both sending. A fenced consumer stops; its restart is a
+new consumer with a new id.
 """
 
 from __future__ import annotations
@@ -75,3 +83,18 @@ def take_over(
 def release(database: Database[Doc], ids: list[str], owner: str) -> None:
     """Give back ``owner``'s guards of ``ids`` (only for messages that certainly never left)."""
     database[dbm.SENDS].delete_many({"_id": {"$in": ids}, "owner": owner})
+
+
+class Fenced(Exception):
+    """This consumer was fenced by a takeover: it must send nothing more, and stop."""
+
+
+def fence(database: Database[Doc], holder: str, by: str, now: dt.datetime) -> None:
+    """Forbid ``holder`` to start any request from now on (before taking over its guards)."""
+    database[dbm.FENCES].update_one({"_id": holder}, {"$set": {"by": by, "at": now}}, upsert=True)
+
+
+def fenced_by(database: Database[Doc], consumer: str) -> str | None:
+    """Who fenced ``consumer`` (``None``: nobody; it may send)."""
+    doc = database[dbm.FENCES].find_one({"_id": consumer}, {"by": 1})
+    return None if doc is None else str(doc.get("by"))

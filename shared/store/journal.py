@@ -4,6 +4,23 @@ The consumer journals each request's outcomes at once (``consumer.recorder``) an
 here later; a takeover, a consumer's start-up and the janitor merge what a stopped consumer
 left. Replay and the receipts poller apply their outcomes through ``apply_token_effects`` too,
 so a token is judged by one rule whoever saw the outcome.
+
+A merge is idempotent: applying the same outcomes again, after a retry that failed part-way or
+from two mergers at once (a takeover merging a live owner's journal while its recorder does),
+changes nothing the second time. Each write carries its own guard, checked by the server in the
+same single-document update, so no merger needs to claim a journal document first:
+- a message's ``$set`` applies only if the message does not already end at that outcome's instant
+  (``finishedAt``), so a second merge cannot undo what the receipts poller wrote since; a filter
+  on the update already made, no extra write;
+- a cap refund names its message: ``$inc -1`` and ``$push`` of the id onto the counter's
+  ``refunded``, only where the id is not there yet (failures are rare: one guarded update each,
+  in one bulk write);
+- a failure counts against its token once per message id (``failedMessages``, see
+  ``apply_token_effects``); deactivation and a success's reset are idempotent already.
+A claim with a lease would not make this safe on its own (a merger paused past its lease, a
+retry after a partial write), and a caller that found a document claimed would return before
+its outcomes were in, which a takeover relies on; idempotent writes let every merger apply the
+whole journal and return when it is in.
 """
 
 from __future__ import annotations
@@ -14,11 +31,9 @@ import logging
 from pymongo import UpdateOne
 from pymongo.database import Database
 
-from shared import metrics
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
 from shared.domain.outcomes import (
-    EffectKind,
     TokenEffect,
     effect_of,
     entry_code,
@@ -26,7 +41,7 @@ from shared.domain.outcomes import (
     outcome_fields,
 )
 from shared.store import db as dbm
-from shared.store.intent import record_changes
+from shared.store.tokens import apply_token_effects
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +49,31 @@ log = logging.getLogger(__name__)
 MERGE_CHUNK = 500
 
 
+class CapRefunds(dict[str, int]):
+    """Daily-cap reservations to give back: counter id -> how many, and in ``ids`` the messages
+    they were reserved for. ``apply_outcomes`` applies one refund per message id, once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: dict[str, list[str]] = {}
+
+    def add(self, counter: str, message_id: str) -> None:
+        self.ids.setdefault(counter, []).append(message_id)
+        self[counter] = len(self.ids[counter])
+
+    def extend(self, other: CapRefunds) -> None:
+        for counter, ids in other.ids.items():
+            for message_id in ids:
+                self.add(counter, message_id)
+
+
 def entry_ops(
     entries: list[Doc], receipts_delay_s: float
-) -> tuple[list[UpdateOne], list[TokenEffect], dict[str, int]]:
+) -> tuple[list[UpdateOne], list[TokenEffect], CapRefunds]:
     """Message updates, token effects and cap refunds for journal entries."""
     updates: list[UpdateOne] = []
     effects: list[TokenEffect] = []
-    refunds: dict[str, int] = {}
+    refunds = CapRefunds()
     for e in entries:
         at: dt.datetime = e["at"]
         fields = outcome_fields(
@@ -52,14 +85,15 @@ def entry_ops(
             message=e.get("message"),
             receipts_delay_s=receipts_delay_s,
         )
-        effect = effect_of(e["ok"], entry_code(e), e.get("error"), e["token"], e["user"], at)
+        code = entry_code(e)
+        effect = effect_of(e["ok"], code, e.get("error"), e["token"], e["user"], at, e["id"])
         if effect is not None:
             effects.append(effect)
         if not e["ok"] and e.get("cap"):
-            key = f"{e['user']}:{e['ld']}"
-            refunds[key] = refunds.get(key, 0) + 1
+            refunds.add(f"{e['user']}:{e['ld']}", e["id"])
         fields.update(consumer=e.get("consumer"), attempts=e.get("attempts", 1))
-        updates.append(UpdateOne({"_id": e["id"]}, {"$set": fields}))
+        # Already ended at this instant: this outcome is in (a merge run twice); leave it be.
+        updates.append(UpdateOne({"_id": e["id"], "finishedAt": {"$ne": at}}, {"$set": fields}))
     return updates, effects, refunds
 
 
@@ -98,107 +132,22 @@ def apply_outcomes(
     database: Database[Doc],
     updates: list[UpdateOne],
     effects: list[TokenEffect],
-    cap_refunds: dict[str, int],
+    cap_refunds: CapRefunds,
     max_failures: int,
     now: dt.datetime,
 ) -> None:
-    """Message updates, cap refunds (counter id -> reservations back) and token hygiene."""
+    """Message updates, cap refunds and token hygiene; applying them again changes nothing."""
     for i in range(0, len(updates), MERGE_CHUNK):  # short writes: see Recorder._merge_all
         database[dbm.MESSAGES].bulk_write(updates[i : i + MERGE_CHUNK], ordered=False)
-    for key, n in cap_refunds.items():
-        database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -n}})
+    refunds = [
+        UpdateOne(
+            {"_id": counter, "refunded": {"$ne": message_id}},
+            {"$inc": {"count": -1}, "$push": {"refunded": message_id}},
+        )
+        for counter, ids in cap_refunds.ids.items()
+        for message_id in ids
+    ]
+    if refunds:
+        database[dbm.COUNTERS].bulk_write(refunds, ordered=False)
     if effects:
         apply_token_effects(database, effects, max_failures, now)
-
-
-def apply_token_effects(
-    database: Database[Doc], effects: list[TokenEffect], max_failures: int, now: dt.datetime
-) -> None:
-    """Token hygiene: dead tokens off at once, N failures in a row off, a success resets.
-
-    "In a row" is by push instant, whatever order the outcomes arrive in: a failure counts only
-    if no success pushed after it has reset the count (``failureResetAt``), and a success resets
-    only if no failure pushed after it has been counted (``lastFailureAt``). A late receipt for
-    an old push therefore cannot wipe out newer failures, nor an old failure add to a newer run.
-    """
-    changed: set[str] = set()
-    tokens = database[dbm.TOKENS]
-    ordered = sorted(effects, key=lambda e: e.pushed_at or now)
-    failing: set[str] | None = None  # tokens with failures, looked up once if a success needs it
-    for e in ordered:
-        at = e.pushed_at or now
-        if e.kind == EffectKind.DEAD:
-            r = tokens.update_one(
-                {"_id": e.token_id, "isActive": True},
-                {
-                    "$set": {
-                        "isActive": False,
-                        "deactivatedAt": now,
-                        "updatedAt": now,
-                        "deactivationReason": e.reason or "DeviceNotRegistered",
-                    }
-                },
-            )
-            if r.modified_count:
-                metrics.TOKENS_DEACTIVATED.labels("DeviceNotRegistered").inc()
-                changed.add(e.user_id)
-        elif e.kind == EffectKind.FAIL:
-            doc = tokens.find_one_and_update(
-                {
-                    "_id": e.token_id,
-                    "$or": [
-                        {"failureResetAt": {"$exists": False}},
-                        {"failureResetAt": {"$lte": at}},
-                    ],
-                },
-                {
-                    "$inc": {"failureCount": 1},
-                    "$max": {"lastFailureAt": at},
-                    "$set": {"updatedAt": now},
-                },
-                return_document=True,
-            )
-            if doc is None:
-                continue  # a success pushed later already reset the run this belonged to
-            if failing is not None:
-                failing.add(e.token_id)
-            if doc.get("isActive") and int(doc.get("failureCount", 0)) >= max_failures:
-                tokens.update_one(
-                    {"_id": e.token_id, "isActive": True},
-                    {
-                        "$set": {
-                            "isActive": False,
-                            "deactivatedAt": now,
-                            "deactivationReason": f"{max_failures} consecutive failures "
-                            f"(last: {e.reason})",
-                        }
-                    },
-                )
-                metrics.TOKENS_DEACTIVATED.labels("consecutive_failures").inc()
-                changed.add(e.user_id)
-        elif e.kind == EffectKind.OK:
-            if failing is None:
-                # Only tokens that have failures need a reset: a small partial index finds them.
-                failing = {
-                    d["_id"]
-                    for d in tokens.find({"failureCount": {"$gt": 0}}, {"_id": 1}).hint(
-                        "failing_tokens"
-                    )
-                }
-            if e.token_id not in failing:
-                continue
-            r = tokens.update_one(
-                {
-                    "_id": e.token_id,
-                    "failureCount": {"$gt": 0},
-                    "$or": [
-                        {"lastFailureAt": {"$exists": False}},
-                        {"lastFailureAt": {"$lte": at}},
-                    ],
-                },
-                {"$set": {"failureCount": 0, "updatedAt": now}, "$max": {"failureResetAt": at}},
-            )
-            if r.modified_count:
-                failing.discard(e.token_id)
-    if changed:
-        record_changes(database, changed, now)

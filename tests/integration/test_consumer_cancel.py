@@ -79,7 +79,7 @@ def test_cancelled_token_replaced_by_new_login_on_device(world):
     mid = _held(world, "relog")
     m.register_token("relog", device="phone-1", token="ExponentPushToken[relog-new]")
     reason = _cancelled(world, mid, "ExponentPushToken[relog]")
-    assert reason == "token no longer active (replaced by a new login on the device)"
+    assert reason == "token no longer active (token replaced by a new login on the install)"
     assert world.pushes_to("ExponentPushToken[relog-new]") == []  # nothing planned for it yet
 
 

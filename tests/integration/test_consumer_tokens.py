@@ -95,7 +95,7 @@ def _outcomes(world: World, uid: str, arrivals: list[tuple[int, str]]) -> dict:
     """Apply one token's push outcomes as they arrive: (push number k, kind), push k made at
     t0 + k s. Each arrival reaches the database on its own, as tickets and receipts do."""
     from shared.domain.outcomes import TokenEffect
-    from shared.store.journal import apply_token_effects
+    from shared.store.tokens import apply_token_effects
 
     tok = world.user(uid)
     t0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -130,7 +130,7 @@ def test_three_failures_deactivate_and_an_older_success_does_not_revive(world):
 
 def test_one_batch_is_applied_in_push_order(world):
     from shared.domain.outcomes import TokenEffect
-    from shared.store.journal import apply_token_effects
+    from shared.store.tokens import apply_token_effects
 
     tok = world.user("batch")
     t0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)

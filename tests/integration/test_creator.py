@@ -263,7 +263,7 @@ def test_concurrent_logins_leave_exactly_one_active_token(world: World) -> None:
     assert len(active) == 1
     assert world.db[dbm.TOKENS].count_documents({"deviceId": "phone-1"}) == 8
     for t in world.db[dbm.TOKENS].find({"deviceId": "phone-1", "isActive": False}):
-        assert t["deactivationReason"] == "replaced by a new login on the device"
+        assert t["deactivationReason"] == "token replaced by a new login on the install"
 
 
 @pytest.mark.parametrize(

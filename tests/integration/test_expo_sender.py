@@ -8,11 +8,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from devstack.fake_expo import FakeExpo
+from shared.domain.outcomes import ErrorCode
 from shared.errors import PermanentError
 from shared.expo.pushes import OutgoingPush, PushOutcome
 from shared.expo.sender import ExpoSender
@@ -309,3 +311,51 @@ def test_gzip_bodies_are_sent_and_accepted(make_fake: MakeFake) -> None:
     with ExpoSender(settings, gzip_min_bytes=None) as sender:
         assert all(o.ok for o in sender.send(pushes(10)))
     assert fake.stats()["gzip_requests"] == 2
+
+
+# -- the resend policy (issue 14): resend only what Expo certainly did not accept ----------------
+def test_a_read_timeout_is_not_resent_its_outcome_is_unknown(
+    make_fake: MakeFake, make_sender: Any
+) -> None:
+    """The fake takes the chunk (after its latency) although the client gave up waiting: a
+    resend would push it again. The pushes end failed, outcome unknown, sent once."""
+    fake = make_fake(latency_ms=1500)
+    sender = make_sender(fake.url, timeout_s=0.5, max_retries=2, backoff_base_s=0.01)
+    outcomes = sender.send(pushes(5))
+    # The fake counts a request when it arrives: once send() returns, every try has arrived.
+    assert fake.stats()["requests"] == 1, "an unanswered chunk was sent again"
+    wait_until = time.monotonic() + 10
+    while len(fake.pushes()) < 5 and time.monotonic() < wait_until:
+        time.sleep(0.1)  # the fake finishes the request the client stopped waiting for
+    assert delivered(fake) == Counter({f"m{i}": 1 for i in range(5)})
+    assert all(not o.ok and o.attempts == 1 for o in outcomes)
+    assert outcomes[0].code is ErrorCode.OUTCOME_UNKNOWN
+    assert "outcome unknown" in outcomes[0].message and "ReadTimeout" in outcomes[0].error
+
+
+def test_an_unreadable_2xx_is_not_resent_its_outcome_is_unknown(make_sender: Any) -> None:
+    """Expo answered 200 (it accepted the chunk) with a body nobody can read."""
+    hits: list[bytes] = []
+
+    class Garbled(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            hits.append(self.rfile.read(int(self.headers["Content-Length"])))
+            body = b"<html>not json</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Garbled)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        outcomes = make_sender(url, max_retries=2, backoff_base_s=0.01).send(pushes(3))
+    finally:
+        server.shutdown()
+    assert len(hits) == 1, f"{len(hits)} requests: an accepted chunk was sent again"
+    assert all(not o.ok and o.code is ErrorCode.OUTCOME_UNKNOWN for o in outcomes)

@@ -1,0 +1,164 @@
+"""Issue 14, "never twice" and "never lost" inside one consumer: the paths the drills do not walk.
+
+- The broker connection is lost while a due group is between its final check and its request:
+  the frame goes to another consumer, and the first one must not send what it no longer holds.
+- A consumer stops (SIGTERM's path) after sending but before its outcomes are merged: the
+  guards of what was sent must stay, so the redelivered frame cannot send it again.
+- The database goes away at the due instant (longer than the driver's server selection timeout):
+  the final check is retried inside the grace window and the wake-up finishes; nothing is left
+  guarded and pending.
+
+Each test injects the fault at the exact step (a gate in the consumer's own code path, a real
+kill of the database server) and counts pushes at the Expo fake.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from shared.clock import utcnow
+from shared.domain.plan import group_wakeups
+from shared.errors import TransientError
+from tests.integration.consumer_support import (
+    arm,
+    empty_collections,
+    guarded,
+    herd,
+    ids_of,
+    in_seconds,
+    pushes_by_message,
+    set_graces,
+    status_counts,
+    terminal,
+)
+from tests.integration.harness import World, wait_for
+
+
+@pytest.fixture(autouse=True)
+def _fast_cleanup(db) -> Iterator[None]:
+    yield
+    empty_collections(db)
+
+
+def _each_once(world: World, n: int) -> None:
+    pushes = pushes_by_message(world)
+    twice = {m: c for m, c in pushes.items() if c > 1}
+    assert not twice, f"pushed more than once: {len(twice)} messages, e.g. {next(iter(twice))}"
+    assert len(pushes) == n, f"{len(pushes)} of {n} messages pushed"
+
+
+def _gate(obj: Any, name: str) -> tuple[threading.Event, threading.Event]:
+    """Make ``obj.name`` stop at its start until released: (entered, release)."""
+    entered, release = threading.Event(), threading.Event()
+    real: Callable[..., Any] = getattr(obj, name)
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(60)
+        return real(*args, **kwargs)
+
+    setattr(obj, name, gated)
+    return entered, release
+
+
+def _unreachable(*_: Any, **__: Any) -> Any:
+    raise TransientError("broker unreachable from this consumer (test partition)")
+
+
+def test_broker_lost_during_the_final_check_pushes_each_message_once(world):
+    n = 30
+    docs = herd(world, n, in_seconds(5), prefix="bl")
+    a = world.start_consumer(consumer_id="cons-a").consumer
+    entered, release = _gate(a, "_recent_changes")  # the final check's first database read
+    finished = threading.Event()
+    real_send = a._send
+
+    def send(*args: Any) -> None:
+        try:
+            real_send(*args)
+        finally:
+            finished.set()
+
+    a._send = send  # type: ignore[method-assign]
+    arm(world, docs)
+    wait_for(entered.is_set, 20, what="consumer A in the final check of its due group")
+    # A loses the broker (and cannot reconnect): the broker gives the frame to B.
+    a._client_factory = _unreachable
+    assert a._client is not None
+    a._client.close()
+    world.start_consumer(consumer_id="cons-b")
+    wait_for(lambda: terminal(world, n), 30, what="B to send the redelivered wake-up")
+    release.set()  # A's due group goes on from its final check
+    wait_for(finished.is_set, 20, what="A's due group to return")
+    _each_once(world, n)
+    assert status_counts(world) == {"success": n}
+
+
+def test_shutdown_keeps_the_guards_of_what_was_sent_but_not_merged(world):
+    n = 40
+    docs = herd(world, n, in_seconds(4), prefix="sd")
+    running = world.start_consumer(consumer_id="cons-a")
+    a = running.consumer
+    merging, release = _gate(a._recorder, "_merge")  # outcomes journaled, never merged
+    arm(world, docs)
+    wait_for(lambda: len(world.fake.pushes()) >= n, 20, what="A to send the due group")
+    wait_for(merging.is_set, 20, what="A's recorder to start merging")
+    try:
+        running.stop(timeout=20)  # the SIGTERM path: _shutdown, then the broker session closes
+        world.start_consumer(consumer_id="cons-b")  # gets the redelivered frame
+        wait_for(lambda: terminal(world, n), 30, what="every message to end")
+    finally:
+        release.set()
+    _each_once(world, n)
+    assert status_counts(world) == {"success": n}
+
+
+def test_database_down_at_the_due_instant_still_sends_within_grace(world, stack):
+    set_graces(world, meal=120)
+    n = 60
+    due = in_seconds(6)
+    docs = herd(world, n, due, prefix="db")
+    world.start_consumer(consumer_id="cons-a")
+    arm(world, docs)
+    wait_for(lambda: guarded(world, ids_of(docs)), 20, what="the consumer to take the herd")
+    # The fault covers the due instant: after preparation, through the final check. It lasts
+    # longer than the driver's own patience (its server selection timeout), so the consumer's
+    # code sees the errors, not just a slow answer.
+    time.sleep(max(0.0, (due - utcnow()).total_seconds() - 0.5))
+    stack.kill9("mongo")
+    patience_ms = world.db.client.options.server_selection_timeout * 1000
+    time.sleep(patience_ms / 1000 + 2)
+    stack.start("mongo")
+    wait_for(lambda: terminal(world, n), 60, what="every message to end after the restart")
+    _each_once(world, n)
+    assert status_counts(world) == {"success": n}
+
+
+def test_a_second_copy_marked_for_takeover_does_not_take_over_from_a_live_holder(world):
+    """Two copies of one wake-up reach the same consumer, the second marked for takeover (a
+    rebuild run while the first was still on the broker): the consumer holding the first copy
+    must not take its own guard over for the second and send twice."""
+    n = 20
+    docs = herd(world, n, in_seconds(5), prefix="cp")
+    world.start_consumer(consumer_id="cons-a")
+    arm(world, docs)
+    wait_for(lambda: guarded(world, ids_of(docs)), 20, what="the consumer to take the herd")
+    c = world.settings.creator
+    copies = group_wakeups(
+        docs,
+        size=c.wakeup_size,
+        window_s=c.wakeup_window_seconds,
+        planned_at=utcnow(),
+        takeover=True,
+    )
+    broker = world.broker()
+    for w in copies:
+        broker.send(world.settings.queue(w.category), w.encode())
+    broker.flush()
+    wait_for(lambda: terminal(world, n), 30, what="every message to end")
+    _each_once(world, n)

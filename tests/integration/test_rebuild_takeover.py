@@ -1,0 +1,164 @@
+"""Issue 14, rebuild after a broker store loss: the wake-ups it re-arms can take over the guards of
+a consumer that stopped (as a redelivered frame would), never those of a consumer that may still
+be running; and it streams the pending messages chunk by chunk instead of loading them all."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+import pytest
+from pymongo import monitoring
+
+import creator.planner as planner_mod
+from creator.planner import Planner
+from shared.clock import utcnow
+from shared.domain.plan import group_wakeups
+from shared.store import db as dbm
+from shared.wire import decode
+from tests.integration.harness import World
+from tests.integration.ops_helpers import run_cli
+
+DEAD = "consumer-dead0001"
+
+
+def _pushes_by_message(world: World) -> Counter[str]:
+    return Counter(p["data"]["messageId"] for p in world.fake.pushes())
+
+
+def test_rebuild_takes_over_the_guards_of_a_stopped_consumer(world: World, capsys: Any) -> None:
+    m = world.manager()
+    for uid in ("held", "tried", "free"):
+        world.user(uid, "Europe/Berlin", manager=m)
+    due = (utcnow() - dt.timedelta(seconds=200)).replace(microsecond=0)  # within grace (900 s)
+    # The broker lost its store: the wake-ups are gone (never armed here).
+    docs = world.due_messages(["held", "tried", "free"], due, arm=False)
+    ids = {d["userId"]: d["_id"] for d in docs}
+    # The consumer that took "held" and "tried" died: its guards remain, and its attempt record
+    # says the request for "tried" may have left (it must not be sent again).
+    at = due - dt.timedelta(seconds=2)
+    world.db[dbm.SENDS].insert_many(
+        [{"_id": ids[u], "owner": DEAD, "wakeup": "lost", "at": at} for u in ("held", "tried")]
+    )
+    world.db[dbm.ATTEMPTS].insert_one(
+        {"_id": f"{DEAD}:rec", "consumer": DEAD, "at": due, "ids": [ids["tried"]]}
+    )
+
+    assert run_cli(world.settings, "rebuild") == 0
+    assert "re-armed 3 pending message(s)" in capsys.readouterr().out
+    rc = world.start_consumer(burst=True)
+    rc.join(60)
+    statuses = world.statuses(list(ids.values()))
+    assert statuses == {ids["held"]: "success", ids["tried"]: "failed", ids["free"]: "success"}
+    assert _pushes_by_message(world) == {ids["held"]: 1, ids["free"]: 1}
+    assert "outcome unknown" in world.message(ids["tried"])["reason"]
+    guard = world.db[dbm.SENDS].find_one({"_id": ids["held"]})
+    assert guard is not None
+    assert (guard["owner"], guard.get("takenOverFrom")) == (rc.consumer.cid, DEAD)
+
+    # Rebuilding again re-arms nothing: every message has ended.
+    assert run_cli(world.settings, "rebuild") == 0
+    assert "re-armed 0 pending message(s)" in capsys.readouterr().out
+
+
+def test_rebuild_leaves_a_holder_that_may_still_be_running_alone(world: World) -> None:
+    """A guard taken a moment ago may belong to a live consumer about to send: no takeover."""
+    world.user("busy", "UTC")
+    due = (utcnow() - dt.timedelta(seconds=200)).replace(microsecond=0)
+    docs = world.due_messages(["busy"], due, arm=False)
+    mid = docs[0]["_id"]
+    live = "consumer-live0001"
+    world.db[dbm.SENDS].insert_one({"_id": mid, "owner": live, "wakeup": "w", "at": utcnow()})
+
+    assert run_cli(world.settings, "rebuild") == 0
+    rc = world.start_consumer(burst=True)
+    rc.join(60)
+    assert world.fake.pushes() == []
+    assert world.statuses([mid]) == {mid: "pending"}
+    guard = world.db[dbm.SENDS].find_one({"_id": mid})
+    assert guard is not None and guard["owner"] == live and "takenOverFrom" not in guard
+
+
+class _Reads(monitoring.CommandListener):
+    """What the database returned to reads of the messages, in order with the broker's sends."""
+
+    def __init__(self, events: list[tuple[str, int]]) -> None:
+        self.events = events
+        self._mine: set[int] = set()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        cmd = event.command
+        coll = cmd.get("find") if event.command_name == "find" else cmd.get("collection")
+        if event.command_name in ("find", "getMore") and coll == dbm.MESSAGES:
+            self._mine.add(event.request_id)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if event.request_id in self._mine:
+            cursor = event.reply.get("cursor", {})
+            batch = cursor.get("firstBatch", cursor.get("nextBatch", []))
+            self.events.append(("read", len(batch)))
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def test_rebuild_streams_pending_messages_chunk_by_chunk(
+    world: World, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read with a cursor in due order, armed chunk by chunk: what is read and not yet armed
+    never exceeds a chunk plus one open wake-up per category; wake-ups stay full across chunk
+    boundaries (the same wake-ups as grouping everything at once)."""
+    chunk, size = 7, 5
+    settings = world.settings.model_copy(
+        update={"creator": world.settings.creator.model_copy(update={"wakeup_size": size})}
+    )
+    world.settings = settings
+    m = world.manager()
+    base = (utcnow() + dt.timedelta(hours=1)).replace(microsecond=0)
+    docs = []
+    for n in range(20):
+        world.user(f"s{n}", "UTC", manager=m)
+        for k, cat in enumerate(("meal", "mood")):
+            at = base + dt.timedelta(seconds=6 * n + 3 * k)  # distinct instants, interleaved
+            docs += world.due_messages([f"s{n}"], at, category=cat, label=cat, arm=False)
+    assert len(docs) == 40
+
+    monkeypatch.setattr(planner_mod, "REARM_CHUNK", chunk, raising=False)
+    events: list[tuple[str, int]] = []
+    client = stack.mongo_client(event_listeners=[_Reads(events)])
+    armed: list[tuple[str, ...]] = []
+    try:
+        planner = Planner(client[settings.mongo.database], world.broker(), settings)
+        assert planner.broker is not None
+        send = planner.broker.send
+
+        def spy_send(destination: str, body: bytes, **kw: Any) -> Any:
+            items = decode(body).items
+            armed.append(tuple(i.id for i in items))
+            events.append(("armed", len(items)))
+            return send(destination, body, **kw)
+
+        monkeypatch.setattr(planner.broker, "send", spy_send)
+        far = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
+        progress: list[int] = []
+        n = planner.rearm(dt.datetime(1970, 1, 1, tzinfo=dt.UTC), far, progress=progress.append)
+    finally:
+        client.close()
+
+    assert n.messages == 40 and sum(progress) == 40
+    reads = [k for e, k in events if e == "read"]
+    assert sum(reads) == 40 and max(reads) <= chunk, events
+    read = published = most_held = 0
+    for kind, k in events:
+        if kind == "read":
+            read += k
+        else:
+            published += k
+            most_held = max(most_held, read - published + k)
+    # Held at once: the chunk being armed plus at most size - 1 carried per category.
+    assert most_held <= chunk + 2 * (size - 1), events
+    assert Counter(i for w in armed for i in w) == Counter(d["_id"] for d in docs)
+    window = settings.creator.wakeup_window_seconds
+    whole = group_wakeups(docs, size=size, window_s=window, planned_at=utcnow())
+    assert sorted(armed) == sorted(tuple(i.id for i in w.items) for w in whole)
