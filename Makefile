@@ -53,7 +53,7 @@ $(VENV)/.stamp: pyproject.toml
 # install is not compiled by pip, and with PYTHONDONTWRITEBYTECODE set (as on CI) every process
 # would compile them again at start, about 0.2 s of a consumer's restart.
 venv: $(VENV)/.stamp
-	@$(PY) -m compileall -q shared creator consumer ops devstack bench >/dev/null
+	@$(PY) -m compileall -q shared creator consumer ops devstack api bench >/dev/null
 
 install: venv
 	$(TZPUSH) services install

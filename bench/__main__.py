@@ -2,7 +2,7 @@
 
     python -m bench [--quick] [--sizes full|quick|tiny] [--only plan,herd,...] [--out DIR]
 
-Scenarios: plan, herd, outage, limited_herd, idle (needs plan), drills. Writes
+Scenarios: plan, herd, outage, limited_herd, idle (needs plan), drills, api. Writes
 ``DIR/<timestamp>.json`` and ``DIR/<timestamp>.png`` and prints a table. See docs/performance.md.
 """
 
@@ -18,15 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.scenarios_drills import DRILLS
+from bench.scenarios_api import run_api
+from bench.scenarios_drills import DRILLS as BASE_DRILLS
 from bench.scenarios_herd import run_herd, run_outage
+from bench.scenarios_hostile import DRILLS as HOSTILE_DRILLS
 from bench.scenarios_plan import run_idle, run_plan
 from bench.stack import STATE_DIR, bench_stack, interpreters
 
-SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills")
+DRILLS = {**BASE_DRILLS, **HOSTILE_DRILLS}
+SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills", "api")
 # users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s,
 # lead s (capped at 10 for the outage and the drills), fresh: a new database server per
-# scenario (default 1)
+# scenario (default 1); api: users onboarded through POST /v1/batch (one device, two reminders
+# each), api_logins: logins (PUT device) under 20 concurrent clients
 SIZES: dict[str, dict[str, float]] = {
     "full": dict(
         users=50_000,
@@ -37,14 +41,36 @@ SIZES: dict[str, dict[str, float]] = {
         idle=60,
         off=30,
         lead=15,
+        api=10_000,
+        api_logins=4000,
     ),
     # quick and tiny reuse one database server (a new database per scenario): at their sizes
     # the server's slow-down as it fills is small, and a restart per scenario costs 5 s each.
     "quick": dict(
-        users=2500, herd=1000, outage=500, drill=200, creators=200, idle=5, off=5, lead=4, fresh=0
+        users=2500,
+        herd=1000,
+        outage=500,
+        drill=200,
+        creators=200,
+        idle=5,
+        off=5,
+        lead=4,
+        fresh=0,
+        api=1000,
+        api_logins=1000,
     ),
     "tiny": dict(
-        users=50, herd=50, outage=30, drill=30, creators=20, idle=3, off=2, lead=3, fresh=0
+        users=50,
+        herd=50,
+        outage=30,
+        drill=30,
+        creators=20,
+        idle=3,
+        off=2,
+        lead=3,
+        fresh=0,
+        api=50,
+        api_logins=200,
     ),
 }
 
@@ -119,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:
                     traceback.print_exc()
                     sc["drills"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+        if "api" in only:
+            st.wipe("api", fresh_server=fresh)
+            step("api", run_api, st, int(size["api"]), int(size["api_logins"]))
     results["seconds"] = round(time.time() - t0, 1)
     path = out_dir / f"{stamp}.json"
     report.write_json(results, path)

@@ -16,6 +16,8 @@ ARTICLE = {
     "outage": "1000 sent, 0 lost, 32.1 to 32.5 s late",
     "limited_herd": "(not measured)",
     "idle": "cron: full scan every minute, 26 ms at 100k, 131-141 ms at 1M",
+    "api onboarding": "(not measured)",
+    "api login": "(not measured)",
 }
 
 
@@ -88,6 +90,30 @@ def rows(results: Doc) -> list[tuple[str, str, str, str]]:
                 + ("ok" if cp["docs_read"] < 1000 else "MISSED (pass scans)"),
             )
         )
+    if "api" in sc and "error" not in sc["api"]:
+        r = sc["api"]
+        on, fl, lg = r["onboarding"], r["floor"], r["login"]
+        out.append(
+            (
+                "api onboarding",
+                f"{r['users']} users (1 device, 2 reminders each) via POST /v1/batch: "
+                f"{on['seconds']} s ({on['items_per_s']} items/s, {on['failed_items']} failed); "
+                f"floor {fl['seconds']} s for {sum(fl['documents'].values())} documents "
+                f"(x{r['ratio_to_floor']})",
+                ARTICLE["api onboarding"],
+                "<= 1.5 x floor: " + ("ok" if r["onboarding_bar_ok"] else "MISSED"),
+            )
+        )
+        out.append(
+            (
+                "api login",
+                f"{lg['logins']} PUT device, {lg['clients']} clients: p50 {lg['ms_p50']} ms, "
+                f"p95 {lg['ms_p95']} ms, max {lg['ms_max']} ms ({lg['per_s']}/s, "
+                f"{lg['errors']} errors)",
+                ARTICLE["api login"],
+                "p95 < 100 ms: " + ("ok" if r["login_bar_ok"] else "MISSED"),
+            )
+        )
     for name, r in (sc.get("drills") or {}).items():
         if "error" in r:
             out.append((f"drill {name}", f"error: {r['error']}", "", ""))
@@ -102,15 +128,32 @@ def rows(results: Doc) -> list[tuple[str, str, str, str]]:
                     "0 lost: " + ("ok" if d["lost"] == 0 else "MISSED"),
                 )
             )
+        elif name == "sigterm_all_down":
+            ok = r["within_deadline"]
+            out.append(
+                (
+                    f"drill {name}",
+                    f"exit {r['exit_code']} after {r['exit_seconds']} s holding "
+                    f"{r['held_guards']} guards",
+                    "",
+                    f"exit within {r['deadline_s']} s: " + ("ok" if ok else "NO"),
+                )
+            )
         else:
+            ok = not r["lost"] and not r["duplicates"] and r["terminal"]
+            bar = "0 lost, 0 dup, terminal"
+            for key, label in EXTRA_BARS.items():
+                if key in r:
+                    ok = ok and EXTRA_BARS_OK[key](r)
+                    bar += f", {label}"
+            extra = "; ".join(f"{k} {r[k]}" for k in EXTRA_FIGURES if k in r)
             out.append(
                 (
                     f"drill {name}",
                     f"sent {r['sent']}/{r['n']}, lost {r['lost']}, dup {r['duplicates']}, "
-                    f"terminal {r['terminal']}; {r['statuses']}",
+                    f"terminal {r['terminal']}; {r['statuses']}" + (f"; {extra}" if extra else ""),
                     "",
-                    "0 lost, 0 dup, terminal: "
-                    + ("ok" if not r["lost"] and not r["duplicates"] and r["terminal"] else "NO"),
+                    f"{bar}: " + ("ok" if ok else "NO"),
                 )
             )
     for name, r in sc.items():
@@ -161,3 +204,28 @@ def markdown(results: Doc) -> str:
     for row in rows(results):
         lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
     return "\n".join(lines)
+
+
+# Drills with a bar of their own beside "0 lost, 0 dup, terminal" (issues 14 and 15).
+EXTRA_BARS = {
+    "http_429": "0 x 429 and all within n/600 + 2 s",
+    "within_grace": "all within grace",
+    "pushes_to_previous_user": "0 pushes to the previous user",
+    "consumer_alive": "consumer alive, good reminders planned",
+}
+EXTRA_BARS_OK = {
+    "http_429": lambda r: r["http_429"] == 0 and r["within_bar"],
+    "within_grace": lambda r: r["within_grace"],
+    "pushes_to_previous_user": lambda r: r["pushes_to_previous_user"] == 0,
+    "consumer_alive": lambda r: r["consumer_alive"] and r["good_reminders_planned"] > 0,
+}
+EXTRA_FIGURES = (
+    "http_429",
+    "all_delivered_after_s",
+    "bar_s",
+    "late_ms_p95",
+    "handed_over",
+    "pushes_to_previous_user",
+    "good_reminders_planned",
+    "creator_exit",
+)

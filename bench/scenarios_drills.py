@@ -7,6 +7,8 @@ janitor, run with a shifted ``now`` when the drill needs it).
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import time
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -20,6 +22,7 @@ from bench.scenarios_herd import (
     wait_terminal,
 )
 from bench.stack import TZPUSH, BenchStack, Proc
+from creator.manage import Manager
 from creator.planner import Planner
 from shared.store import db as dbm
 
@@ -129,6 +132,107 @@ def fake_5xx(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
         st.fake.reset()
 
 
+def consumer_sigterm(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
+    """SIGTERM (a deploy, a scale-in) while the herd is being sent; another consumer goes on."""
+    st.fake.reset()
+
+    def act(consumer: Proc, due: dt.datetime, procs: list[Proc], settings: Any) -> str:
+        time.sleep(max(0.0, due.timestamp() - 0.5 - time.time()))
+        got = 0
+        while got < n // 2 and time.time() < due.timestamp() + 30:
+            got = st.fake.stats()["pushes_accepted"]
+            time.sleep(0.01)
+        assert consumer.popen is not None
+        consumer.popen.send_signal(signal.SIGTERM)
+        t = time.time()
+        again = st.consumer(settings, "dsigterm-consumer-2")
+        procs.append(again)
+        code = consumer.popen.wait(60)
+        return (
+            f"SIGTERM to the consumer after {got} of {n} pushes; it exited {code} after "
+            f"{time.time() - t:.1f} s; a second consumer took the rest"
+        )
+
+    return _herd_drill(st, n, seed, "dsigterm", act, rate=2000.0, lead=lead)
+
+
+def db_pause(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
+    """The database stops answering for 3 s at the due instant (SIGSTOP, then SIGCONT)."""
+    st.fake.reset()
+    grace: list[int] = []
+
+    def act(consumer: Proc, due: dt.datetime, procs: list[Proc], settings: Any) -> str:
+        grace.append(settings.grace_seconds("meal"))
+        pid = st.local.pid("mongo")
+        assert pid is not None
+        time.sleep(max(0.0, due.timestamp() - 0.1 - time.time()))
+        got = st.fake.stats()["pushes_accepted"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(3.0)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return f"database paused 3 s from due-0.1 s ({got} pushes in); grace {grace[0]} s"
+
+    out = _herd_drill(st, n, seed, "dpause", act, lead=lead)
+    out["within_grace"] = (out.get("late_ms_max") or 0) <= 1000 * grace[0]
+    return out
+
+
+def handover(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
+    """A tenth of the herd's devices pass to other users (same token, new login) while the
+    herd is armed: the installs must get none of their previous users' reminders."""
+    st.fake.reset()
+    prefix = "dhand"
+    settings = st.settings_for(prefix, lead=lead)
+    consumer = st.consumer(settings, f"{prefix}-consumer")
+    broker = st.broker(settings)
+    try:
+        consumer.wait_log("consuming", 60)
+        docs, due, timing = arm_herd(st, settings, n, seed, prefix, margin_s=3.0 + n / 200)
+        manager = Manager(st.db, Planner(st.db, broker, settings), settings)
+        handed = docs[::10]
+        t = time.perf_counter()
+        for i, d in enumerate(handed):
+            uid = f"{prefix}-new-{i:05d}"
+            manager.upsert_user(uid, timezone="UTC")
+            token = st.db[dbm.TOKENS].find_one({"_id": d["notificationTokenId"]})
+            assert token is not None
+            manager.register_token(uid, device=token["deviceId"], token=token["token"])
+        logins_s = time.perf_counter() - t
+        before_due = (due - dt.datetime.now(dt.UTC)).total_seconds()
+        wait_delivered(st, n - len(handed), max(30.0, due.timestamp() + 60 - time.time()))
+        out = _finish(st, docs, due, settings)
+    finally:
+        broker.close()
+        consumer.stop()
+    handed_ids = {d["_id"] for d in handed}
+    to_old_user = sum(
+        1 for p in st.fake.pushes() if (p.get("data") or {}).get("messageId") in handed_ids
+    )
+    reasons = statuses_with_reason(st, sorted(handed_ids))
+    # The handed-over messages are cancelled on purpose: they are not "lost".
+    out["lost"] = out["lost"] - len(handed_ids) + to_old_user
+    out.update(
+        **timing,
+        handed_over=len(handed_ids),
+        pushes_to_previous_user=to_old_user,
+        handed_over_statuses=reasons,
+        logins_seconds=round(logins_s, 2),
+        logins_done_before_due_s=round(before_due, 2),
+        action=f"{len(handed_ids)} devices passed to new users {before_due:.1f} s before due",
+    )
+    return out
+
+
+def statuses_with_reason(st: BenchStack, ids: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for d in st.db[dbm.MESSAGES].find({"_id": {"$in": ids}}, {"status": 1, "reason": 1}):
+        key = f"{d['status']}: {d.get('reason')}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def two_creators(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
     """Two ``tzpush creator --once`` started at once on the same reminders (next whole minute)."""
     st.fake.reset()
@@ -218,4 +322,7 @@ DRILLS = {
     "two_creators": two_creators,
     "skipped_pass": skipped_pass,
     "fake_5xx": fake_5xx,
+    "consumer_sigterm": consumer_sigterm,
+    "db_pause": db_pause,
+    "handover": handover,
 }

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,8 +19,10 @@ from shared.expo.pushes import (
     PushOutcome,
     Sender,
 )
+from shared.lifecycle import stop_on_signals
 from shared.settings import ExpoSettings, Settings
 from shared.store import db as dbm
+from shared.store.fleet import FleetShare, consumer_alerts
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +59,18 @@ class BackgroundSender:
     waiting on the database), and only then needs the sender, so the import runs meanwhile.
     """
 
-    def __init__(self, settings: ExpoSettings) -> None:
+    def __init__(self, settings: ExpoSettings, rate_share: Callable[[], float]) -> None:
         self._future: Future[Sender] = Future()
         threading.Thread(
-            target=self._build, args=(settings,), name="expo-import", daemon=True
+            target=self._build, args=(settings, rate_share), name="expo-import", daemon=True
         ).start()
 
-    def _build(self, settings: ExpoSettings) -> None:
+    def _build(self, settings: ExpoSettings, rate_share: Callable[[], float]) -> None:
         try:
             from shared.expo.sender import ExpoSender
 
-            self._future.set_result(ExpoSender(settings, on_event=metrics.expo_event))
+            sender = ExpoSender(settings, on_event=metrics.expo_event, rate_share=rate_share)
+            self._future.set_result(sender)
         except BaseException as exc:  # handed to whoever uses the sender first
             self._future.set_exception(exc)
 
@@ -82,21 +85,18 @@ class BackgroundSender:
             self._future.result().close()
 
 
-def _on_signals(fn: Any) -> None:
-    def handler(*_: Any) -> None:
-        fn()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
 def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
     logs.setup(settings.log_level, settings.log_json)
     cats = parse_categories(args.categories, settings)
     database = dbm.connect(settings.mongo)
-    sender = BackgroundSender(settings.expo)
     dbm.ensure_indexes(database, trust_marker=True)
-    consumer = Consumer(settings, database, sender, categories=cats)
+    consumer_id = f"consumer-{uuid.uuid4().hex[:8]}"
+    # Registered before the first request: Expo's rate is shared by every live sender.
+    fleet = FleetShare(
+        database, consumer_id, settings.expo.rate_per_second, kind="consumer", categories=cats
+    ).start()
+    sender = BackgroundSender(settings.expo, fleet.rate)
+    consumer = Consumer(settings, database, sender, categories=cats, consumer_id=consumer_id)
 
     def health() -> dict[str, str | None]:
         out: dict[str, str | None] = {"database": None, "broker": None}
@@ -110,11 +110,17 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
         return out
 
     if not args.burst:
-        metrics.serve(settings.metrics.host, settings.metrics.port, health)
-    _on_signals(consumer.stop)
+        metrics.serve(
+            settings.metrics.host,
+            settings.metrics.port,
+            health,
+            lambda: consumer_alerts(database, settings.categories),
+        )
+    stop_on_signals(consumer.stop, settings.consumer.shutdown_timeout_s)
     try:
         return consumer.run(burst=args.burst, idle_s=args.idle_seconds)
     finally:
+        fleet.stop()
         sender.close()
         database.client.close()
 
@@ -134,7 +140,7 @@ def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
             print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no receipts due")
             return 0
         stop = threading.Event()
-        _on_signals(stop.set)
+        stop_on_signals(stop.set, settings.consumer.shutdown_timeout_s)
 
         def health() -> dict[str, str | None]:
             try:

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import pymongo
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
@@ -40,7 +41,7 @@ from shared.store import guards
 from shared.store import intent as stored_intent
 from shared.store.journal import merge_journal
 from shared.store.messages import end
-from shared.wire import Item, WakeUp
+from shared.wire import Item, WakeUp, WireError
 
 log = logging.getLogger("consumer.worker")
 
@@ -89,6 +90,7 @@ class ConsumerCore:
     _changes: set[str]
     _changes_at: float
     stop_event: threading.Event
+    _signing_key: str | None  # wake-ups must carry its signature (None: loopback broker)
     fenced: str | None  # set once a takeover fenced this consumer: it stops
 
     @staticmethod
@@ -143,9 +145,11 @@ class ConsumerCore:
                     return True
         return False
 
-    def _dead_letter(self, frame: Frame, reason: str) -> None:
-        log.error("dead-lettering wake-up %s: %s", frame.message_id, reason)
-        metrics.DLQ.labels(reason.split(":")[0][:40]).inc()
+    def _dead_letter(self, frame: Frame, kind: str, reason: str) -> None:
+        """Park the frame on the dead-letter queue with its reason; ``kind`` (one of
+        ``WireError.KINDS``) is the metric label, so frame text never becomes a label."""
+        log.error("dead-lettering wake-up %s (%s): %s", frame.message_id, kind, reason[:300])
+        metrics.DLQ.labels(kind if kind in WireError.KINDS else "consumer_error").inc()
         client = self._client
         if client is None:
             return
@@ -207,7 +211,7 @@ class ConsumerCore:
 
     def _dead_letter_batch(self, key: str, batch: Batch, reason: str) -> None:
         try:
-            self._dead_letter(batch.frame, reason)
+            self._dead_letter(batch.frame, "consumer_error", reason)
         finally:
             with self._lock:
                 self._batches.pop(key, None)
@@ -230,11 +234,17 @@ class ConsumerCore:
             batch.claimed.difference_update(i.id for i in items)
         self._release_guards([i.id for i in items])
 
-    def _release_guards(self, ids: list[str]) -> None:
+    def _release_guards(self, ids: list[str], budget_s: float | None = None) -> None:
+        """Delete this consumer's guards of ``ids``; ``budget_s`` bounds the whole attempt
+        (server selection included), as at shutdown."""
         if not ids:
             return
         try:
-            guards.release(self.db, ids, self.cid)
+            if budget_s is None:
+                guards.release(self.db, ids, self.cid)
+            else:
+                with pymongo.timeout(budget_s):
+                    guards.release(self.db, ids, self.cid)
         except PyMongoError as exc:
             log.warning("could not release guards (%s); a redelivery will take them over", exc)
 

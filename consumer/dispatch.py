@@ -48,7 +48,17 @@ class Dispatching(ConsumerCore):
                 return
             batch.claimed.update(i.id for i in items)
         w = batch.wake
-        checked = self._final_check(batch, items)
+        try:
+            checked = self._final_check(batch, items)
+        except Exception:
+            # A bug, not the database: nothing of this group left. Its guards are released
+            # and the wake-up is parked for a person; what stays pending the janitor ends.
+            log.exception("bug in the final check of wake-up %s; dead-lettering it", w.id)
+            self._unclaim(batch, items)
+            with batch.lock:
+                batch.released = True
+            self._dead_letter_batch(key, batch, "consumer error in the final check")
+            return
         if checked is None:  # given back while the database was away: nothing left
             self._unclaim(batch, items)
             return
@@ -81,10 +91,17 @@ class Dispatching(ConsumerCore):
         # outcome; the records are released once the group's outcomes are journaled.
         marker = f"{self.cid}:{min(by_id)}"
         try:
+            # A push Expo throttles for its device is sent again while it is still useful:
+            # until the grace window of the group's due instant ends.
+            grace_left_s = (
+                self.settings.grace_seconds(w.category)
+                - (self._now_ms() - min(i.due_ms for i in keep)) / 1000
+            )
             self.sender.send(
                 pushes,
                 on_chunk_done=on_chunk_done,
                 before_request=lambda ids: self._before_request(batch, marker, ids),
+                retry_within_s=max(0.0, grace_left_s),
             )
         except (GivenBack, Fenced) as exc:
             # Requests not started never left; the ones started have their outcomes.

@@ -79,7 +79,16 @@ class Preparing(Dispatching):
             metrics.CLAIMS.labels(w.category, "skipped").inc(len(items) - len(mine))
             with batch.lock:
                 batch.open = {i.id for i in mine}
-            ends, keep = self._judge(w, mine, now, self._changed_since(w.planned_ms), False)
+            try:
+                ends, keep = self._judge(w, mine, now, self._changed_since(w.planned_ms), False)
+            except (TransientError, PyMongoError):
+                raise  # retried by ``_prepare`` with the guards kept
+            except Exception:
+                # A bug in the intent check (bad data is a verdict, not an exception): the
+                # wake-up is dead-lettered by ``_prepare``, so give back the guards just taken
+                # first; nothing of them left, and none stays guarded by nobody.
+                self._release(batch, mine)
+                raise
             groups: dict[int, list[Item]] = defaultdict(list)
             for it in keep:
                 groups[it.due_ms].append(it)
@@ -121,7 +130,7 @@ class Preparing(Dispatching):
                 batch.wake.id,
                 len(unknown),
             )
-            metrics.DLQ.labels("unknown ids").inc()
+            metrics.DLQ.labels("unknown_ids").inc()
             client = self._client
             if client is not None:
                 client.send(

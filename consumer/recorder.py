@@ -104,9 +104,12 @@ class Recorder:
         return self._busy
 
     def stop(self, timeout: float = 30.0) -> None:
+        """Let queued writes finish for at most ``timeout`` seconds in all, then stop. What is
+        not written by then is in the journal (merged by whoever comes next) or was never sent."""
+        deadline = time.monotonic() + timeout
         self.wait_idle(timeout)
         self._q.put(None)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         journaled: list[Job] = []  # durable in the journal, not yet merged into messages

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from shared import logs
+from shared.domain.validation import MAX_DAILY_CAP, shown
 from shared.errors import InputError
 from shared.settings import Settings
 from shared.terminal import Cell, command, print_rows, subcommands
@@ -104,7 +105,9 @@ def cmd_users_upsert(args: argparse.Namespace, settings: Settings) -> int:
         else:
             parts = args.quiet_hours.split("-")
             if len(parts) != 2:
-                raise InputError(f"--quiet-hours {args.quiet_hours!r}: use HH:MM-HH:MM or none")
+                raise InputError(
+                    f"--quiet-hours {shown(args.quiet_hours)}: use HH:MM-HH:MM or none"
+                )
             quiet = (parts[0], parts[1])
     cap: Any = False
     if args.daily_cap is not None:
@@ -114,7 +117,10 @@ def cmd_users_upsert(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 cap = int(args.daily_cap)
             except ValueError:
-                raise InputError(f"--daily-cap {args.daily_cap!r} is not a number") from None
+                raise InputError(
+                    f"--daily-cap {shown(args.daily_cap)}: use a whole number from 1 to "
+                    f"{MAX_DAILY_CAP}, or none"
+                ) from None
     cats = {c: True for c in args.category_on} | {c: False for c in args.category_off}
     with open_manager(settings) as m:
         user = m.upsert_user(

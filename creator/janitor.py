@@ -19,6 +19,12 @@ It also settles replay runs that stopped without settling (``shared.store.replay
 killed hard leaves messages ``replaying`` until its lease runs out; the janitor then ends them
 by the attempt-record rule. Nothing indexes ``replaying`` (replays are rare), so this read is
 done at most every ``REPLAY_CHECK_S`` per process, not every pass.
+
+A pending message whose fields cannot be used (no category, a ``plannedAt`` that is not a date:
+``shared.domain.validation.message_problem``) no consumer can send either: the janitor waits
+the longest grace of any category (plus margin), then ends it ``failed`` with the problem as
+its reason, and reports it (a log line, ``tzpush_bad_documents_total``). It never stops the
+sweep of the others.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ import time
 from pymongo import UpdateOne
 from pymongo.database import Database
 
+from shared import metrics
 from shared.domain.messages import Doc, Status, outcome_unknown, past_grace
+from shared.domain.validation import BadDocument, message_problem
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import guards, replays
@@ -103,6 +111,7 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
         clock=lambda: now,
     )
     graces = {c: cs.grace_seconds for c, cs in settings.categories.items()}
+    longest = max(graces.values(), default=0)
     margin_s = settings.creator.janitor_margin_seconds
     margin = dt.timedelta(seconds=margin_s)
     now_ms = int(now.timestamp() * 1000)
@@ -116,16 +125,20 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
         },
         {"category": 1, "scheduledAt": 1, "plannedAt": 1},
     )
-    overdue = [
-        d
-        for d in cursor
-        if past_grace(
-            int(d["scheduledAt"].timestamp() * 1000),
-            now_ms,
-            graces.get(d["category"], 0),
-            margin_s,
-        )
-    ]
+    problems: dict[str, str] = {}  # id -> what is wrong with the document
+    overdue: list[Doc] = []
+    for d in cursor:
+        problem = message_problem(d)
+        if problem is None:
+            grace = graces.get(d["category"], 0)
+        elif isinstance(d.get("_id"), str):
+            grace = longest  # a consumer configured otherwise might still send it: patience
+        else:
+            continue  # an _id that no guard can name: left to `tzpush doctor`
+        if past_grace(int(d["scheduledAt"].timestamp() * 1000), now_ms, grace, margin_s):
+            overdue.append(d)
+            if problem is not None:
+                problems[d["_id"]] = problem
     if not overdue:
         return 0
     ids = [d["_id"] for d in overdue]
@@ -133,9 +146,14 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     ops: list[UpdateOne] = []
     for d in overdue:
         late = int((now - d["scheduledAt"]).total_seconds())
-        grace = graces.get(d["category"], 0)
-        planned_late = d.get("plannedAt") is not None and d["plannedAt"] > d["scheduledAt"]
-        if d["_id"] in ours and planned_late:
+        problem = problems.get(d["_id"])
+        grace = longest if problem else graces.get(d["category"], 0)
+        planned = d.get("plannedAt")
+        planned_late = isinstance(planned, dt.datetime) and planned > d["scheduledAt"]
+        if d["_id"] in ours and problem:
+            metrics.bad_document(log, JANITOR, BadDocument("message", d["_id"], problem))
+            status, reason = Status.FAILED, f"bad document: {problem}; ended by the janitor"
+        elif d["_id"] in ours and planned_late:
             status, reason = (
                 Status.IS_MISSED,
                 f"planned {int((d['plannedAt'] - d['scheduledAt']).total_seconds())} s after its "

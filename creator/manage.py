@@ -24,7 +24,13 @@ from creator.planner import STATE_ID, Planner
 from shared.domain.backoff import compute_backoff
 from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.domain.messages import Doc, Status, terminal_update
-from shared.domain.validation import validate_expo_token, validate_payload
+from shared.domain.validation import (
+    validate_daily_cap,
+    validate_expo_token,
+    validate_id,
+    validate_label,
+    validate_payload,
+)
 from shared.errors import InputError, NotFoundError, TransientError
 from shared.settings import Settings
 from shared.store import db as dbm
@@ -99,9 +105,7 @@ class Manager:
         if daily_cap is None:
             sets["dailyCap"] = None
         elif daily_cap is not False:
-            if not isinstance(daily_cap, int) or daily_cap < 1:
-                raise InputError(f"daily cap must be a whole number >= 1, not {daily_cap!r}")
-            sets["dailyCap"] = daily_cap
+            sets["dailyCap"] = validate_daily_cap(daily_cap)
         user = self.db[dbm.USERS].find_one_and_update(
             {"_id": user_id},
             {"$set": sets, "$setOnInsert": {"createdAt": self.now}},
@@ -158,7 +162,7 @@ class Manager:
         return doc
 
     def list_reminders(self, user_id: str, *, include_deleted: bool = False) -> list[Doc]:
-        flt: Doc = {"userId": user_id}
+        flt: Doc = {"userId": _check_id(user_id, "user id")}
         if not include_deleted:
             flt["isDeleted"] = False
         return sorted(self.db[dbm.REMINDERS].find(flt), key=lambda r: (r["time"], r["label"]))
@@ -212,6 +216,7 @@ class Manager:
         """
         token = validate_expo_token(token)
         _check_id(device, "device id")
+        _check_id(user_id, "user id")
         self.get_user(user_id)
         rng = random.Random()
         for attempt in range(max_attempts):
@@ -247,13 +252,14 @@ class Manager:
         if token:
             flt["token"] = token.strip()
         if device:
-            flt["deviceId"] = device
+            flt["deviceId"] = _check_id(device, "device id")
         if not flt:
             raise InputError("give --token or --device")
         return len(tokens.deactivate(self.db, flt, "unregistered", self.now))
 
     def list_tokens(self, user_id: str) -> list[Doc]:
-        return list(self.db[dbm.TOKENS].find({"userId": user_id}).sort("createdAt", 1))
+        flt = {"userId": _check_id(user_id, "user id")}
+        return list(self.db[dbm.TOKENS].find(flt).sort("createdAt", 1))
 
     # -- internals -------------------------------------------------------------------------
     def _check_category(self, category: str) -> None:
@@ -274,8 +280,7 @@ class Manager:
         data: Mapping[str, Any] | None,
     ) -> Doc:
         self._check_category(category)
-        if not label or len(label) > 100:
-            raise InputError(f"label must be 1 to 100 characters, got {label!r}")
+        validate_label(label)
         t = parse_hhmm(at)
         if not isinstance(offset_minutes, int) or not -1440 <= offset_minutes <= 1440:
             raise InputError(f"offset {offset_minutes!r} minutes is outside -1440..1440")
@@ -295,6 +300,7 @@ class Manager:
         return self._get(dbm.REMINDERS, reminder_id, "reminder")
 
     def _get(self, collection: str, doc_id: str, what: str) -> Doc:
+        _check_id(doc_id, f"{what} id")
         doc = self.db[collection].find_one({"_id": doc_id})
         if doc is None:
             raise NotFoundError(f"no {what} {doc_id!r}")
@@ -339,14 +345,9 @@ class Manager:
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
 
 
-def _check_id(value: str, what: str) -> None:
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > 128
-        or any(c.isspace() for c in value)
-    ):
-        raise InputError(f"{what} must be 1 to 128 characters without spaces, got {value!r}")
+def _check_id(value: str, what: str) -> str:
+    """An id as it enters: printable, no spaces, at most 128 characters (one line if not)."""
+    return validate_id(value, what)
 
 
 __all__ = ["Manager", "parse_weekdays", "record_changes"]

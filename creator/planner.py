@@ -6,6 +6,10 @@ messages (duplicates refused by their deterministic ``_id``), arms wake-ups, the
 watermark. Order matters for crash safety: the window is marked ``inProgress`` before
 any insert, so a pass that dies between writing and arming is re-armed by the next pass from
 the database. Arming twice is harmless: consumers take each message through the send guard.
+
+A reminder, user or token the document rules refuse (``shared.domain.validation``) is skipped
+and reported (``PassReport.skipped``, a log line and ``tzpush_bad_documents_total``): the pass
+plans everything else, moves the watermark and runs the janitor as usual.
 """
 
 from __future__ import annotations
@@ -24,13 +28,15 @@ from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
 from creator.janitor import sweep
+from creator.rearm import Rearmed, rearm
+from shared import metrics
 from shared.broker import StompClient
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc, Status
-from shared.domain.plan import WakeupStream, group_wakeups, plan_messages
+from shared.domain.plan import BadDocument, group_wakeups, plan_checked
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.wire import WakeUp
+from shared.wire import SIGNATURE_HEADER, WakeUp, sign
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +45,8 @@ INSERT_CHUNK = 5000
 SCAN_THRESHOLD = 300  # above this many ids, one scan beats $in lookups (docs/architecture.md)
 # How far back a pass re-creates occurrences that no pass planned (creator down).
 MAX_CATCH_UP = dt.timedelta(days=2)
-# A re-arm reads and arms this many pending messages at a time: its memory is bounded by this,
-# not by the number of pending messages.
-REARM_CHUNK = 5000
-# A consumer holds a guard from the lead time before a due instant until it sends; past this
-# margin after both its guard and the due instant (plus lead and wake-up window), a guard on a
-# message still pending is presumed left by a consumer that stopped (see Planner.rearm).
-STOPPED_MARGIN_S = 60.0
+# Bad documents logged one by one per pass; the rest are counted in one line (and the metric).
+LOG_BAD_DOCUMENTS = 100
 
 
 @dataclass
@@ -64,8 +65,14 @@ class PassReport:
     missed: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    skipped: list[BadDocument] = field(default_factory=list)  # bad documents, each once
 
     def summary(self) -> str:
+        bad = (
+            f"; {len(self.skipped)} bad documents skipped (logged; `tzpush doctor` lists them)"
+            if self.skipped
+            else ""
+        )
         if self.window_start is None:
             return "nothing to plan (window already planned); " + f"{self.missed} marked is_missed"
         return (
@@ -74,18 +81,8 @@ class PassReport:
             f"{self.reminders} reminders -> {self.planned} occurrences x tokens, "
             f"{self.inserted} new, {self.existing} already there, {self.conflicts} conflicts; "
             f"{self.wakeups} wake-ups armed, {self.rearmed} re-armed; "
-            f"{self.missed} marked is_missed; {self.seconds:.2f} s"
+            f"{self.missed} marked is_missed; {self.seconds:.2f} s{bad}"
         )
-
-
-@dataclass
-class Rearmed:
-    """What a re-arm did (printed by ``tzpush rebuild``)."""
-
-    messages: int = 0
-    wakeups: int = 0
-    taken_over: int = 0  # guarded by a consumer presumed stopped: armed for a takeover
-    held: int = 0  # guarded by a consumer that may still be running: left to it
 
 
 class Planner:
@@ -172,57 +169,8 @@ class Planner:
         progress: Callable[[int], object] | None = None,
         take_over_stopped: bool = False,
     ) -> Rearmed:
-        """Publish wake-ups for every pending message due in ``[start, end)``, from the database.
-
-        Streams: the pending messages are read with a cursor in due order and armed
-        ``REARM_CHUNK`` at a time, each category's last wake-up carried into the next chunk
-        while it can still grow (``WakeupStream``), so wake-ups stay full and memory is bounded
-        by the chunk. ``progress`` gets the number of messages of each wake-up published.
-
-        Each wake-up keeps the snapshot time of what it names (the oldest ``plannedAt``), not
-        the time of the re-arm: the consumer rechecks every change made since the data was read.
-
-        ``take_over_stopped`` (``tzpush rebuild``, after the broker lost its store, when no
-        frame of a dead consumer will ever be redelivered): messages guarded by a consumer
-        presumed stopped go in wake-ups marked ``takeover``, whose consumer takes those guards
-        over as for a redelivered frame (the holder fenced, its journal merged, its attempt
-        records ending what may have left ``failed``). Presumed stopped: both the guard and the
-        due instant are older than lead + wake-up window + ``STOPPED_MARGIN_S``, by when a
-        running consumer has sent the message or recorded the attempt. Anything else guarded is
-        left to its holder, in ordinary wake-ups that skip it.
-        """
-        c = self.settings.creator
-        flt = {
-            "status": Status.PENDING.value,
-            "isDeleted": False,
-            "scheduledAt": {"$gte": start, "$lt": end},
-        }
-        chunk = REARM_CHUNK
-        cursor = self.db[dbm.MESSAGES].find(flt).sort("scheduledAt", 1).batch_size(chunk)
-        now = self.clock()
-        kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": c.wakeup_window_seconds}
-        plain = WakeupStream(planned_at=now, **kw)
-        taking = WakeupStream(planned_at=now, takeover=True, **kw)
-        out = Rearmed()
-        try:
-            while docs := list(itertools.islice(cursor, chunk)):
-                out.messages += len(docs)
-                stopped: set[str] = set()
-                if take_over_stopped:
-                    stopped, held = self._held_by_stopped(docs)
-                    out.taken_over += len(stopped)
-                    out.held += held
-                wakeups = plain.add([d for d in docs if d["_id"] not in stopped])
-                wakeups += taking.add([d for d in docs if d["_id"] in stopped])
-                out.wakeups += len(self._send_wakeups(wakeups, progress))
-            out.wakeups += len(self._send_wakeups(plain.close() + taking.close(), progress))
-        finally:
-            cursor.close()
-        if out.wakeups and self.broker is not None:
-            self.broker.flush()
-        if self.on_armed and out.wakeups:
-            self.on_armed(out.wakeups)
-        return out
+        """Publish wake-ups for every pending message due in ``[start, end)`` (creator.rearm)."""
+        return rearm(self, start, end, progress=progress, take_over_stopped=take_over_stopped)
 
     def arm(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
         """Group documents into wake-ups and schedule each ``lead`` before its first due instant.
@@ -255,36 +203,19 @@ class Planner:
         if not self.broker.connected:  # e.g. dropped while idle between passes
             self.broker.connect()
         lead_ms = int(self.settings.creator.lead_seconds * 1000)
+        key = self.settings.stomp.signing_key
         for w in wakeups:
             now_ms = int(self.clock().timestamp() * 1000)
             delay = max(0, w.first_due_ms - lead_ms - now_ms)
-            self.broker.send(self.settings.queue(w.category), w.encode(), delay_ms=delay)
+            body = w.encode()
+            # Signed, so a consumer can tell a wake-up of ours from one sent by whoever else
+            # reaches the broker (shared/wire.py).
+            signed = {SIGNATURE_HEADER: sign(body, key.get_secret_value())} if key else None
+            queue = self.settings.queue(w.category)
+            self.broker.send(queue, body, delay_ms=delay, headers=signed)
             if progress is not None:
                 progress(len(w.items))
         return wakeups
-
-    def _held_by_stopped(self, docs: list[Doc]) -> tuple[set[str], int]:
-        """Ids of ``docs`` guarded by a consumer presumed stopped, and how many others are held.
-
-        Only messages a consumer can hold are looked up: due before now + lead + wake-up window
-        (a wake-up fires ``lead`` before its first due instant and spans one window).
-        """
-        c = self.settings.creator
-        now = self.clock()
-        reach = dt.timedelta(seconds=c.lead_seconds + c.wakeup_window_seconds)
-        stale = now - reach - dt.timedelta(seconds=STOPPED_MARGIN_S)
-        due = {d["_id"]: d["scheduledAt"] for d in docs if d["scheduledAt"] < now + reach}
-        if not due:
-            return set(), 0
-        stopped: set[str] = set()
-        held = 0
-        for g in self.db[dbm.SENDS].find({"_id": {"$in": sorted(due)}}, {"owner": 1, "at": 1}):
-            at = g.get("at")
-            if isinstance(at, dt.datetime) and at <= stale and due[g["_id"]] <= stale:
-                stopped.add(g["_id"])
-            else:
-                held += 1
-        return stopped, held
 
     # -- internals -------------------------------------------------------------------------
     def _plan_and_arm(
@@ -298,7 +229,9 @@ class Planner:
         report.reminders += len(reminders)
         if not reminders:
             return
-        user_ids = {r["userId"] for r in reminders}
+        # Only ``plan_checked`` looks inside a reminder: here a missing or odd userId or
+        # category must not raise (the reminder is reported as bad when its category is planned).
+        user_ids = {u for r in reminders if isinstance(u := r.get("userId"), str)}
         # Whole user and token documents (small): the MongoDB-compatible server here applies
         # projections in Python, a fifth to a third slower than returning documents as stored.
         # Users and tokens are read at once: while one reply is decoded here, the server works
@@ -313,7 +246,9 @@ class Planner:
                 tokens_by_user[t["userId"]].append(t)
         by_category: dict[str, list[Doc]] = defaultdict(list)
         for r in reminders:
-            by_category[r["category"]].append(r)
+            category = r.get("category")
+            by_category[category if isinstance(category, str) else ""].append(r)
+        categories = self.settings.categories
 
         def chunks() -> Iterator[list[Doc]]:
             # One category at a time, in category order, each sorted by due instant: the same
@@ -324,7 +259,16 @@ class Planner:
             # planning: about a second each at 100k reminders).
             carry: list[Doc] = []
             for category in sorted(by_category):
-                docs = plan_messages(by_category[category], users, tokens_by_user, start, end, now)
+                docs, skipped = plan_checked(
+                    by_category[category],
+                    users,
+                    tokens_by_user,
+                    start,
+                    end,
+                    now,
+                    categories=categories,
+                )
+                self._report_bad(skipped, report)
                 report.planned += len(docs)
                 docs.sort(key=lambda d: (d["scheduledAt"], d["_id"]))
                 docs = carry + docs
@@ -353,6 +297,26 @@ class Planner:
         if armed and self.broker is not None:
             self.broker.flush()
         report.wakeups += armed
+
+    def _report_bad(self, skipped: list[BadDocument], report: PassReport) -> None:
+        """Add what a category skipped to the pass's report: each document once per pass (a user
+        with reminders in two categories is one bad user), a log line each, and the metric."""
+        seen = {(b.kind, b.id) for b in report.skipped}
+        for bad in skipped:
+            if (bad.kind, bad.id) in seen:
+                continue
+            seen.add((bad.kind, bad.id))
+            report.skipped.append(bad)
+            if len(report.skipped) <= LOG_BAD_DOCUMENTS:
+                metrics.bad_document(log, "planner", bad)
+            else:
+                metrics.BAD_DOCUMENTS.labels("planner", bad.kind).inc()
+                if len(report.skipped) == LOG_BAD_DOCUMENTS + 1:
+                    log.warning(
+                        "planner: more than %d bad documents in this pass; the rest are only "
+                        "counted (tzpush_bad_documents_total) and listed by `tzpush doctor`",
+                        LOG_BAD_DOCUMENTS,
+                    )
 
     def _load(
         self,

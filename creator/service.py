@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
@@ -20,8 +18,10 @@ from creator.planner import Planner
 from shared import metrics
 from shared.broker import StompClient
 from shared.errors import TransientError
+from shared.lifecycle import stop_on_signals
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store.fleet import consumer_alerts
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,12 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run planning passes forever (until SIGTERM/SIGINT or ``stop``)."""
     stop = stop or threading.Event()
     with open_planner(settings) as planner:
-        metrics.serve(settings.metrics.host, settings.metrics.port, lambda: health(planner))
+        metrics.serve(
+            settings.metrics.host,
+            settings.metrics.port,
+            lambda: health(planner),
+            lambda: consumer_alerts(planner.db, settings.categories),
+        )
         sched = BlockingScheduler(timezone="UTC")
 
         def one_pass() -> None:
@@ -90,12 +95,11 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
             id="plan",
         )
 
-        def _stop(*_: Any) -> None:
+        def _stop() -> None:
             stop.set()
             sched.shutdown(wait=False)
 
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
+        stop_on_signals(_stop, settings.consumer.shutdown_timeout_s)
         log.info("creator running: a pass every %d s", settings.creator.interval_seconds)
         sched.start()
     return 0

@@ -28,7 +28,16 @@ _CONFIG_KEYS = (
     "dead_at_ticket",
     "dead_at_receipt",
     "ticket_errors",
+    "receipt_errors",
+    "projects",
     "access_token",
+)
+
+
+_API_ARGS = (
+    *("access_token", "rate_per_second", "receipt_delay_s", "error_rate", "latency_ms"),
+    *("dead_at_ticket", "dead_at_receipt", "ticket_errors", "seed", "max_records"),
+    *("receipt_errors", "projects"),
 )
 
 
@@ -36,8 +45,9 @@ class FakeExpo(FakeExpoApi):
     """The fake's state and logic; ``start()`` serves it over HTTP on a background thread.
 
     Faults are plain attributes (``error_rate``, ``latency_ms``, ``receipt_delay_s``,
-    ``dead_at_ticket``, ``dead_at_receipt``, ``access_token``) plus the ``rate_per_second``
-    property; ``configure(**changes)`` sets several at once, as ``POST /_fake/config`` does.
+    ``dead_at_ticket``, ``dead_at_receipt``, ``ticket_errors``, ``receipt_errors``,
+    ``projects``, ``access_token``) plus the ``rate_per_second`` property;
+    ``configure(**changes)`` sets several at once, as ``POST /_fake/config`` does.
     """
 
     def __init__(
@@ -53,24 +63,16 @@ class FakeExpo(FakeExpoApi):
         dead_at_ticket: Iterable[str] = (),
         dead_at_receipt: Iterable[str] = (),
         ticket_errors: dict[str, list[str]] | None = None,
+        receipt_errors: dict[str, list[str]] | None = None,
+        projects: dict[str, str] | None = None,
         seed: int | None = None,
         max_records: int = 200_000,
         verbose: bool = False,
     ) -> None:
         self.host = host
         self.port = port
-        super().__init__(
-            access_token=access_token,
-            rate_per_second=rate_per_second,
-            receipt_delay_s=receipt_delay_s,
-            error_rate=error_rate,
-            latency_ms=latency_ms,
-            dead_at_ticket=dead_at_ticket,
-            dead_at_receipt=dead_at_receipt,
-            ticket_errors=ticket_errors,
-            seed=seed,
-            max_records=max_records,
-        )
+        api_settings = {k: v for k, v in locals().items() if k in _API_ARGS}
+        super().__init__(**api_settings)
         self.verbose = verbose
         self._server: FakeExpoServer | None = None
         self._thread: threading.Thread | None = None
@@ -85,6 +87,8 @@ class FakeExpo(FakeExpoApi):
             "dead_at_ticket": sorted(self.dead_at_ticket),
             "dead_at_receipt": sorted(self.dead_at_receipt),
             "ticket_errors": {k: list(v) for k, v in self.ticket_errors.items()},
+            "receipt_errors": {k: list(v) for k, v in self.receipt_errors.items()},
+            "projects": dict(self.projects),
             "access_token_set": self.access_token is not None,
         }
 
@@ -106,9 +110,9 @@ class FakeExpo(FakeExpoApi):
                 and all(isinstance(t, str) for t in changes[key])
             ):
                 raise ValueError(f"{key} must be a list of token strings")
-        if "ticket_errors" in changes:
-            scripts = changes["ticket_errors"]
-            if not (
+        for key in ("ticket_errors", "receipt_errors"):
+            scripts = changes.get(key)
+            if key in changes and not (
                 isinstance(scripts, dict)
                 and all(
                     isinstance(k, str)
@@ -117,15 +121,23 @@ class FakeExpo(FakeExpoApi):
                     for k, v in scripts.items()
                 )
             ):
-                raise ValueError("ticket_errors must map token strings to lists of error codes")
+                raise ValueError(f"{key} must map token strings to lists of error codes")
+        projects = changes.get("projects")
+        if "projects" in changes and not (
+            isinstance(projects, dict)
+            and all(isinstance(k, str) and isinstance(v, str) and v for k, v in projects.items())
+        ):
+            raise ValueError("projects must map token strings to project names")
         token = changes.get("access_token")
         if token is not None and not (isinstance(token, str) and token):
             raise ValueError("access_token must be a non-empty string or null")
         for key, value in changes.items():
             if key in ("dead_at_ticket", "dead_at_receipt"):
                 value = set(value)
-            elif key == "ticket_errors":
+            elif key in ("ticket_errors", "receipt_errors"):
                 value = {k: list(v) for k, v in value.items()}
+            elif key == "projects":
+                value = dict(value)
             elif key in ("error_rate", "latency_ms", "receipt_delay_s"):
                 value = float(value)
             setattr(self, key, value)

@@ -26,7 +26,13 @@ Tokens containing ``dead-ticket`` are DeviceNotRegistered at ticket time, tokens
 ``ticket_errors`` scripts per-push error tickets: ``{token: [code, ...]}`` gives the next pushes
 to ``token`` an error ticket with those codes in order (``"ok"`` = a normal ticket), then normal
 tickets again; e.g. ``MessageRateExceeded`` for errors that are neither a dead device nor a
-whole-request failure.
+whole-request failure. ``receipt_errors`` does the same for the receipts of accepted pushes
+(e.g. ``InvalidCredentials``, which Expo reports once it tried FCM or APNs).
+
+``projects`` maps tokens to the Expo project (experience id) they belong to; a token it does not
+name belongs to ``DEFAULT_PROJECT``. A request whose tokens span more than one project is refused
+whole, as Expo does: 400 ``PUSH_TOO_MANY_EXPERIENCE_IDS`` with ``details`` mapping each project to
+its tokens in the request. Checked before the rate limit and injected 5xx, and costs nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ MAX_MESSAGES = 100
 MAX_RECEIPT_IDS = 1000
 DEAD_AT_TICKET_MARK = "dead-ticket"
 DEAD_AT_RECEIPT_MARK = "dead-receipt"
+DEFAULT_PROJECT = "@fake/tzpush"
 
 _BAD_GATEWAY_HTML = (
     b"<html><head><title>502 Bad Gateway</title></head>"
@@ -99,6 +106,8 @@ class FakeExpoApi:
         ticket_errors: dict[str, list[str]] | None,
         seed: int | None,
         max_records: int,
+        receipt_errors: dict[str, list[str]] | None = None,
+        projects: dict[str, str] | None = None,
     ) -> None:
         self.access_token = access_token
         self.receipt_delay_s = float(receipt_delay_s)
@@ -109,6 +118,10 @@ class FakeExpoApi:
         self.ticket_errors: dict[str, list[str]] = {
             k: list(v) for k, v in (ticket_errors or {}).items()
         }
+        self.receipt_errors: dict[str, list[str]] = {
+            k: list(v) for k, v in (receipt_errors or {}).items()
+        }
+        self.projects: dict[str, str] = dict(projects or {})
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._bucket = _Bucket(rate_per_second)
@@ -183,6 +196,21 @@ class FakeExpoApi:
                 f"You are trying to send more than {MAX_MESSAGES} push notifications in one"
                 f" request ({recipients}).",
             )
+        mixed = self._projects_of(messages)
+        if mixed:
+            self._count("http_errors:PUSH_TOO_MANY_EXPERIENCE_IDS")
+            return 400, {
+                "errors": [
+                    {
+                        "code": "PUSH_TOO_MANY_EXPERIENCE_IDS",
+                        "message": "All push notification messages in the same request must be "
+                        "for the same project; check the details field to investigate "
+                        "conflicting tokens.",
+                        "details": mixed,
+                        "isTransient": False,
+                    }
+                ]
+            }
         injected = self._inject_5xx()
         if injected:
             return injected
@@ -198,6 +226,18 @@ class FakeExpoApi:
                 f"Exceeded {rate} notifications per second, please try again.",
             )
         return 200, {"data": self._tickets(messages)}
+
+    def _projects_of(self, messages: list[dict[str, Any]]) -> dict[str, list[str]] | None:
+        """The request's tokens by project when they span more than one (else ``None``)."""
+        projects = self.projects
+        if not projects:  # the usual case: every token in the default project
+            return None
+        by_project: dict[str, list[str]] = {}
+        for msg in messages:
+            to = msg["to"]
+            for token in to if isinstance(to, list) else [to]:
+                by_project.setdefault(projects.get(token, DEFAULT_PROJECT), []).append(token)
+        return by_project if len(by_project) > 1 else None
 
     def _tickets(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         now_ms = int(time.time() * 1000)
@@ -232,11 +272,19 @@ class FakeExpoApi:
                             "ticket_id": ticket_id,
                         }
                     )
+                    scripted_receipt = self._scripted(self.receipt_errors, token)
                     if token in dead_receipt or DEAD_AT_RECEIPT_MARK in token:
                         receipt: dict[str, Any] = {
                             "status": "error",
                             "message": f'"{token}" is not a registered push notification recipient',
                             "details": {"error": "DeviceNotRegistered", "expoPushToken": token},
+                        }
+                    elif scripted_receipt:
+                        receipt = {
+                            "status": "error",
+                            "message": f"got the receipt error {scripted_receipt} scripted for "
+                            "its token",
+                            "details": {"error": scripted_receipt},
                         }
                     else:
                         receipt = {"status": "ok"}
@@ -263,15 +311,19 @@ class FakeExpoApi:
 
     def _scripted_error(self, token: str) -> str | None:
         """The next scripted ticket error for ``token`` (None: a normal ticket)."""
-        if not self.ticket_errors:  # the usual case, read without the lock every push takes
+        return self._scripted(self.ticket_errors, token)
+
+    def _scripted(self, scripts: dict[str, list[str]], token: str) -> str | None:
+        """The next code scripted for ``token`` in ``scripts`` (None: none, or ``"ok"``)."""
+        if not scripts:  # the usual case, read without the lock every push takes
             return None
         with self._lock:
-            script = self.ticket_errors.get(token)
+            script = scripts.get(token)
             if not script:
                 return None
             code = script.pop(0)
             if not script:
-                del self.ticket_errors[token]
+                del scripts[token]
         return None if code == "ok" else code
 
     def handle_receipts(self, payload: Any) -> Reply:

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "ops.commands",
     "messages": "ops.commands",
     "demo": "ops.commands",
+    "api": "api.cli",
 }
 COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))
 

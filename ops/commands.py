@@ -12,6 +12,7 @@ import datetime as dt
 import getpass
 import json
 import sys
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st.add_argument("--since", help="only messages due at or after this ISO instant")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    rp = command(sub, "replay", "send is_missed messages again (each at most once)", cmd_replay)
+    rp = command(
+        sub, "replay", "send is_missed (or failed) messages again (each at most once)", cmd_replay
+    )
+    rp.add_argument(
+        "--status",
+        choices=("is_missed", "failed"),
+        default="is_missed",
+        help="what to replay: is_missed (default), or failed for a project-level cause",
+    )
+    rp.add_argument(
+        "--cause",
+        help="with --status failed: comma-separated causes, credentials (InvalidCredentials, "
+        "MismatchSenderId, UNAUTHORIZED) and/or expo-down (5xx, network, 429 past the "
+        "retries); default both",
+    )
     rp.add_argument("--since", help="due at or after this ISO instant")
     rp.add_argument("--until", help="due before this ISO instant")
     rp.add_argument("--category", help="comma-separated categories")
@@ -65,7 +80,8 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
 
     database = dbm.connect(settings.mongo)
     try:
-        data = stats.compute(database, parse_instant(args.since, what="--since"))
+        since = parse_instant(args.since, what="--since")
+        data = stats.compute(database, since, categories=settings.categories)
     finally:
         database.client.close()
     if args.json:
@@ -87,6 +103,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from shared.expo.sender import ExpoSender
     from shared.store import db as dbm
     from shared.store import replays
+    from shared.store.fleet import FleetShare
 
     sel = Selection(
         since=parse_instant(args.since, what="--since"),
@@ -94,7 +111,10 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         categories=_csv(args.category),
         users=_csv(args.user),
         ids=_csv(args.ids),
+        status=Status(args.status),
+        causes=_csv(args.cause),
     )
+    status = sel.status.value
     by = args.by or getpass.getuser()
     database = dbm.connect(settings.mongo)
     try:
@@ -113,11 +133,11 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"settled an earlier replay that stopped: {settled.describe()}")
         docs = select(database, sel)
         if not docs:
-            print("nothing to replay: no is_missed message matches")
+            print(f"nothing to replay: no {status} message matches")
             return 0
         if args.dry_run or len(docs) <= 50:
             # Plain lines, not a table: ids must stay whole for copy and paste into --ids.
-            print(f"{len(docs)} missed message(s) to replay (id, user, category, due, why):")
+            print(f"{len(docs)} {status} message(s) to replay (id, user, category, due, why):")
             for d in docs[:1000]:
                 due = f"{d['scheduledAt']:%Y-%m-%dT%H:%M:%S}Z"
                 print(f"  {d['_id']}  {d['userId']}  {d['category']}  {due}  {d.get('reason')}")
@@ -133,8 +153,12 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             if answer not in ("y", "yes"):
                 print("nothing replayed")
                 return 1
-        sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
-        replayer = Replayer(database, settings, sender, by, args.reason)
+        # A replay is one more sender: it takes its share of Expo's rate with the consumers.
+        fleet = FleetShare(
+            database, f"replay-{uuid.uuid4().hex[:8]}", settings.expo.rate_per_second, kind="replay"
+        ).start()
+        sender = ExpoSender(settings.expo, on_event=metrics.expo_event, rate_share=fleet.rate)
+        replayer = Replayer(database, settings, sender, by, args.reason, selection=sel)
         try:
             # SIGTERM stops the replay as Ctrl-C does: it settles what it holds, then exits.
             with sigterm_raises(), _progress(len(docs), "replay") as bar:
@@ -146,6 +170,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             raise
         finally:
             sender.close()
+            fleet.stop()
     finally:
         database.client.close()
     print("replayed: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
@@ -153,7 +178,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
-    from creator.planner import STOPPED_MARGIN_S
+    from creator.rearm import STOPPED_MARGIN_S
     from creator.service import open_planner
     from shared.store import db as dbm
 
@@ -235,6 +260,8 @@ def _register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--no-services", action="store_true", help="use an already running stack")
     p.add_argument("--plain", action="store_true", help="log lines instead of the live view")
     p.add_argument("--summary-json", help="also write the summary to this file")
+    p.add_argument("--no-api", action="store_true", help="do not start the HTTP API")
+    p.add_argument("--api-port", type=int, help="API port (default TZPUSH_API__PORT)")
     p.set_defaults(func=cmd_demo)
 
 
@@ -261,6 +288,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         services=not args.no_services,
         live=False if args.plain else None,
         summary_json=args.summary_json,
+        api=not args.no_api,
+        api_port=args.api_port,
     )
     run_demo(settings, opts)
     return 0

@@ -116,7 +116,7 @@ def render(snap: Snapshot, title: str) -> Group:
     for m in pending[:12]:
         secs = (m["scheduledAt"] - snap.at).total_seconds()
         up.add_row(
-            m["userId"],
+            Text(m["userId"]),
             m["category"],
             _local(m["scheduledAt"], m["timezone"]),
             m["timezone"],
@@ -129,7 +129,7 @@ def render(snap: Snapshot, title: str) -> Group:
     for d in snap.deliveries()[-12:]:
         received = dt.datetime.fromtimestamp(d["received_at_ms"] / 1000, dt.UTC)
         dl.add_row(
-            d["user"],
+            Text(d["user"]),
             d["category"],
             d["local"],
             d["zone"],
@@ -140,9 +140,9 @@ def render(snap: Snapshot, title: str) -> Group:
     for col in ("what", "user", "why"):
         ev.add_column(col, overflow="fold")
     for m in snap.ended():
-        ev.add_row(f"{m['status']} {m['category']}", m["userId"], Text(str(m.get("reason"))))
+        ev.add_row(f"{m['status']} {m['category']}", Text(m["userId"]), Text(str(m.get("reason"))))
     for t in snap.deactivated():
-        ev.add_row("token deactivated", t["userId"], Text(str(t.get("deactivationReason"))))
+        ev.add_row("token deactivated", Text(t["userId"]), Text(str(t.get("deactivationReason"))))
     counts = "  ".join(f"{k}: {v}" for k, v in snap.counts.items())
     return Group(f"[b]{title}[/]  {snap.at:%H:%M:%S}Z   {counts}", up, dl, ev)
 

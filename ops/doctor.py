@@ -6,41 +6,56 @@ really delay scheduled messages* (without ``schedulerSupport`` ActiveMQ silently
 ``AMQ_SCHEDULED_DELAY`` messages at once, so every push would go out early), is Expo reachable
 and does it accept the access token, and how far is this host's clock from the database
 server's (the janitor goes by the database's clock; consumers hold pushes until the due instant
-by their own, and the intent-change log allows 30 s between processes). A failed check names the
-setting or file to change.
+by their own, and the intent-change log allows 30 s between processes), and which stored
+documents the services skip as bad (the rules of ``shared.domain.validation``, the same the
+planner, janitor, receipts poller and consumer apply). A failed check names the setting or file
+to change.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import queue
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import requests
-from pymongo.database import Database
 
+from ops.doctor_db import (
+    Check,
+    check_clock,
+    check_database,
+    check_documents,
+    check_expo_errors,
+    find_bad_documents,
+)
 from shared.broker import Frame, StompClient
 from shared.clock import Clock, utcnow
-from shared.domain.messages import Doc
 from shared.errors import TzpushError
 from shared.settings import Settings
-from shared.store import db as dbm
-from shared.store.intent import CHANGE_SKEW
+
+__all__ = [
+    "Check",
+    "check_broker",
+    "check_clock",
+    "check_database",
+    "check_documents",
+    "check_expo",
+    "check_expo_errors",
+    "check_settings",
+    "find_bad_documents",
+    "render",
+    "run_checks",
+]
 
 PROBE_DELAY_MS = 1500
 TOO_EARLY_S = 1.2
 PROBE_TIMEOUT_S = 10.0
 SKEW_OK_S = 1.0  # above this, pushes leave this much early or late: warn
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # ok | warn | fail
-    detail: str
-    fix: str = ""
+SCAN_LIMIT = 20_000  # documents read per kind when looking for bad ones
+LIST_BAD = 20  # bad documents named in the check's detail (all are counted)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def check_settings(settings: Settings) -> list[Check]:
@@ -89,76 +104,6 @@ def check_settings(settings: Settings) -> list[Check]:
             )
         )
     return out
-
-
-def check_clock(database: Database[Doc], clock: Clock = utcnow) -> Check:
-    """How far this host's clock is from the database server's (``hello``'s ``localTime``).
-
-    Warn above ``SKEW_OK_S`` (a consumer on this host sends that much early or late); fail above
-    the intent-change log's allowance (``CHANGE_SKEW``, 30 s): beyond it a consumer can miss
-    a user's change (a token handed over, a category turned off) made on another host.
-    """
-    server = dbm.server_clock(database, clock)
-    fix = "synchronise this host's clock (NTP: chrony or systemd-timesyncd) and the database's"
-    if server is None:
-        return Check(
-            "clock skew",
-            "warn",
-            "the database server does not report its time (no localTime in hello): skew "
-            "unknown; the janitor waits 15 min longer instead",
-            fix,
-        )
-    skew = server.skew_s
-    side = "ahead of" if skew >= 0 else "behind"
-    detail = (
-        f"this host is {side} the database server by {abs(skew):.3f} s "
-        f"(round trip {server.rtt_s * 1000:.0f} ms)"
-    )
-    allowed = CHANGE_SKEW.total_seconds()
-    if abs(skew) - server.rtt_s / 2 > allowed:
-        return Check("clock skew", "fail", f"{detail}; more than {allowed:g} s", fix)
-    if abs(skew) - server.rtt_s / 2 > SKEW_OK_S:
-        return Check("clock skew", "warn", f"{detail}; more than {SKEW_OK_S:g} s", fix)
-    return Check("clock skew", "ok", detail)
-
-
-def check_database(
-    settings: Settings, fix_indexes: bool = False, clock: Clock = utcnow
-) -> list[Check]:
-    mongo = settings.mongo.model_copy(update={"timeout_ms": min(settings.mongo.timeout_ms, 3000)})
-    database = dbm.connect(mongo)
-    try:
-        database.client.admin.command("ping")
-    except Exception as exc:
-        return [
-            Check(
-                "database",
-                "fail",
-                f"unreachable: {str(exc)[:160]}",
-                "start it (`tzpush services up`) or fix TZPUSH_MONGO__URI",
-            )
-        ]
-    try:
-        out = [Check("database", "ok", f"reachable, database {settings.mongo.database!r}")]
-        missing = dbm.missing_indexes(database)
-        if missing and fix_indexes:
-            dbm.ensure_indexes(database)
-            out.append(Check("indexes", "ok", f"created {len(missing)}: {', '.join(missing)}"))
-        elif missing:
-            out.append(
-                Check(
-                    "indexes",
-                    "fail",
-                    f"missing: {', '.join(missing)}",
-                    "run `tzpush doctor --fix-indexes` (or start the creator once)",
-                )
-            )
-        else:
-            out.append(Check("indexes", "ok", f"all {sum(map(len, dbm.index_plan().values()))}"))
-        out.append(check_clock(database, clock))
-        return out
-    finally:
-        database.client.close()
 
 
 def check_broker(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> list[Check]:
@@ -278,5 +223,5 @@ def render(checks: list[Check]) -> None:
     for col in ("check", "result", "detail", "fix"):
         t.add_column(col, overflow="fold")
     for c in checks:
-        t.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", Text(c.detail), Text(c.fix))
+        t.add_row(Text(c.name), f"[{colour[c.status]}]{c.status}[/]", Text(c.detail), Text(c.fix))
     Console().print(t)

@@ -1,11 +1,16 @@
 """``tzpush replay``: send again what was missed, each message at most once, never stuck.
 
 Selection reads ``is_missed`` messages through the partial index ``missed_by_time`` (a due-time
-range; category, user and id filters ride on it). Each selected message is taken with one
-compare-and-set, ``{_id, status: 'is_missed'} -> status 'replaying'`` (``shared.store.replays``),
-so two replays run at the same time (or one run twice) can never both take a message: the
-loser's update matches nothing. The replay is recorded on the message (run, who, when, why, the
-reason it was missed).
+range; category, user and id filters ride on it). With ``--status failed`` it reads messages that
+ended ``failed`` for a project-level cause instead (``Selection.causes``, names from
+``shared.domain.outcomes.REPLAY_CAUSES``: ``credentials`` and ``expo-down``), by their
+``errorCode`` or their receipt's error; never a failure a device caused, the message's own, or
+one whose push Expo may already have taken (``OutcomeUnknown``). No index serves that: failures
+are rare and a replay of them rarer, so it reads the collection. Each selected message is taken
+with one compare-and-set, ``{_id, status: 'is_missed'} -> status 'replaying'`` (or ``'failed'``,
+with its cause) (``shared.store.replays``), so two replays run at the same time (or one run twice)
+can never both take a message: the loser's update matches nothing. The replay is recorded on the
+message (run, who, when, why, where it came from, the reason it was missed or failed).
 
 What was taken is judged at the replay's own instant (``shared.domain.replay``): a token that
 died since, a user who turned the category off, a removed reminder: cancelled with that reason;
@@ -18,9 +23,10 @@ gives its cap reservation back); token hygiene through
 ``shared.store.tokens.apply_token_effects``.
 
 A replay that stops (any error, Ctrl-C, SIGTERM) settles what it still holds before it exits:
-what certainly never left goes back to ``is_missed``, what may have left ends ``failed``
-"outcome unknown". One killed hard leaves its messages ``replaying`` until its lease runs out;
-then the next replay (``resume``) or the janitor settles them by the same rule.
+what certainly never left goes back to where it came from (``is_missed`` or ``failed``), what
+may have left ends ``failed`` "outcome unknown". One killed hard leaves its messages
+``replaying`` until its lease runs out; then the next replay (``resume``) or the janitor settles
+them by the same rule.
 """
 
 from __future__ import annotations
@@ -42,8 +48,9 @@ from shared import metrics
 from shared.clock import Clock, utcnow
 from shared.domain import replay as rules
 from shared.domain.messages import Doc, Status
-from shared.domain.outcomes import TokenEffect, effect_of, outcome_fields
+from shared.domain.outcomes import REPLAY_CAUSES, ErrorCode, TokenEffect, effect_of, outcome_fields
 from shared.domain.plan import to_item
+from shared.errors import InputError
 from shared.expo.pushes import OutgoingPush, PushOutcome, Sender
 from shared.settings import Settings
 from shared.store import db as dbm
@@ -60,22 +67,54 @@ FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 QUIET = "left is_missed (quiet hours)"
 MALFORMED = "left is_missed (malformed document)"
 STOPPED = "back to is_missed (replay stopped)"
+REPLAYABLE = (Status.IS_MISSED, Status.FAILED)
 UNKNOWN = "failed (outcome unknown)"
 CANCELLED = Status.CANCELLED
 
 
 @dataclass
 class Selection:
-    """Which missed messages to replay; empty fields select everything."""
+    """Which messages to replay: ``is_missed`` ones, or (``status=FAILED``) those that failed
+    for one of ``causes`` (empty: every cause in ``REPLAY_CAUSES``); empty fields select
+    everything."""
 
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     categories: Sequence[str] = ()
     users: Sequence[str] = ()
     ids: Sequence[str] = ()
+    status: Status = Status.IS_MISSED
+    causes: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in REPLAYABLE:
+            raise InputError(f"replay selects is_missed or failed messages, not {self.status}")
+        if self.causes and self.status is not Status.FAILED:
+            raise InputError("--cause selects failed messages: use it with --status failed")
+        bad = [c for c in self.causes if c not in REPLAY_CAUSES]
+        if bad:
+            raise InputError(
+                f"unknown cause {', '.join(map(repr, bad))}: one of {', '.join(REPLAY_CAUSES)}"
+            )
+
+    def codes(self) -> list[ErrorCode]:
+        """The failure codes a ``failed`` selection takes."""
+        return sorted({c for name in self.causes or REPLAY_CAUSES for c in REPLAY_CAUSES[name]})
+
+    def cause_filter(self) -> Doc:
+        """What a failed message must (still) say to be taken: its code, or its receipt's."""
+        if self.status is not Status.FAILED:
+            return {}
+        values = [c.value for c in self.codes()]
+        return {
+            "$or": [
+                {"errorCode": {"$in": values}},
+                {"receipt.state": "error", "receipt.error": {"$in": values}},
+            ]
+        }
 
     def query(self) -> Doc:
-        q: Doc = {"status": Status.IS_MISSED.value}
+        q: Doc = {"status": self.status.value, **self.cause_filter()}
         if self.ids:
             q["_id"] = {"$in": list(self.ids)}
         q["scheduledAt"] = {"$gte": self.since or EPOCH, "$lt": self.until or FAR}
@@ -87,14 +126,14 @@ class Selection:
 
 
 def select(database: Database[Doc], selection: Selection) -> list[Doc]:
-    """The missed messages a selection names, oldest due first."""
+    """The messages a selection names, oldest due first."""
     cursor = database[dbm.MESSAGES].find(selection.query())
     return sorted(cursor, key=lambda d: (d["scheduledAt"], d["_id"]))
 
 
 def resume(database: Database[Doc], by: str, clock: Clock = utcnow) -> replays.Settled:
     """Settle replays that stopped without settling (their lease ran out), before selecting:
-    what they never sent is ``is_missed`` again, so this replay can select it."""
+    what they never sent is ``is_missed`` (or ``failed``) again, so this replay can select it."""
     return replays.settle_stale(database, clock(), f"replay by {by}")
 
 
@@ -121,11 +160,21 @@ class Replayer:
     clock: Clock = utcnow
     counts: Counter[str] = field(default_factory=Counter)
     run_id: str = ""
+    selection: Selection = field(default_factory=Selection)  # what is taken, and from where
     _caps: dict[str, str] = field(default_factory=dict)  # message id -> counter reserved
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or replays.new_run(self.by)
+
+    @property
+    def origin(self) -> Status:
+        """Where what this replay takes comes from, and goes back to if it is not sent."""
+        return self.selection.status
+
+    def _left(self, why: str) -> str:
+        """A count's key for messages given back (``left is_missed (quiet hours)``...)."""
+        return why.replace(Status.IS_MISSED.value, self.origin.value)
 
     def run(self, docs: list[Doc], progress: Callable[[int], None] | None = None) -> Counter[str]:
         """Replay ``docs`` in chunks; on any error (Ctrl-C too) settle what is held, re-raise."""
@@ -158,7 +207,7 @@ class Replayer:
             )
             return
         with self._lock:
-            self.counts[STOPPED] += len(settled.missed)
+            self.counts[self._left(STOPPED)] += len(settled.missed)
             self.counts[UNKNOWN] += len(settled.unknown)
         if settled:
             log.warning("replay %s stopped (%r): %s", self.run_id, error, settled.describe())
@@ -166,7 +215,14 @@ class Replayer:
     def _chunk(self, docs: list[Doc]) -> None:
         now = self.clock()
         run = self.run_id
-        mine = [d for d in docs if replays.take(self.database, d, run, self.by, self.reason, now)]
+        origin, also = self.origin, self.selection.cause_filter()
+        mine = [
+            d
+            for d in docs
+            if replays.take(
+                self.database, d, run, self.by, self.reason, now, origin=origin, also=also
+            )
+        ]
         if len(mine) < len(docs):
             self.counts["skipped (taken by another replay)"] += len(docs) - len(mine)
         writes: list[UpdateOne] = []
@@ -176,8 +232,8 @@ class Replayer:
         for d in mine:
             bad = _malformed(d)
             if bad:
-                writes.append(replays.back_to_missed(d["_id"], run, bad, now))
-                tally[MALFORMED] += 1
+                writes.append(replays.back_to_missed(d["_id"], run, bad, now, origin))
+                tally[self._left(MALFORMED)] += 1
             else:
                 items[d["_id"]] = to_item(d)
         by_id = {d["_id"]: d for d in mine}
@@ -190,15 +246,15 @@ class Replayer:
         for mid, it in items.items():
             category = by_id[mid]["category"]
             user = users.get(it.user)
-            verdict, why = rules.judge(
-                it, category, user, reminders.get(it.reminder), tokens.get(it.token_id), now
-            )
+            current = (user, reminders.get(it.reminder), tokens.get(it.token_id))
+            verdict, why = rules.judge(it, category, current, now)
             if verdict is rules.Verdict.CANCEL:
                 writes.append(replays.ended(mid, run, CANCELLED, f"not replayed: {why}", now))
                 cancelled.append(category)
             elif verdict is rules.Verdict.LATER:
-                writes.append(replays.back_to_missed(mid, run, f"not replayed now: {why}", now))
-                tally[QUIET] += 1
+                why = f"not replayed now: {why}"
+                writes.append(replays.back_to_missed(mid, run, why, now, origin))
+                tally[self._left(QUIET)] += 1
             else:
                 keep.append(rules.at_replay(it, now, (user or {}).get("timezone")))
         caps = {it.id: users[it.user].get("dailyCap") for it in keep}
@@ -261,6 +317,7 @@ class Replayer:
                 error=o.error,
                 message=o.message,
                 receipts_delay_s=self.settings.consumer.receipts_delay_s,
+                code=o.code,
             )
             if o.ok:
                 fields["reason"] = f"accepted by Expo (replayed by {self.by})"
@@ -269,10 +326,17 @@ class Replayer:
             if effect is not None:
                 effects.append(effect)
             fields["replay.sentAt"] = now
+            # What the message said before (a failure's code, an earlier ticket and receipt)
+            # is not this outcome's: a success has no error, a failure no ticket.
+            stale = ("error", "errorCode") if o.ok else ("ticketId", "sentAt", "receipt")
             updates.append(
                 UpdateOne(
                     replays.held(o.message_id, self.run_id),
-                    {"$set": fields, "$inc": {"attempts": o.attempts}},
+                    {
+                        "$set": fields,
+                        "$unset": dict.fromkeys(stale, ""),
+                        "$inc": {"attempts": o.attempts},
+                    },
                 )
             )
             with self._lock:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 
 from pymongo.database import Database
 
 from shared.domain.messages import ENDED_WITHOUT_SUCCESS, Doc, Status
 from shared.store import db as dbm
+from shared.store import fleet
 
 ENDED = ENDED_WITHOUT_SUCCESS
 TOP_REASONS = 10
@@ -29,7 +31,9 @@ def percentile(sorted_values: list[int], p: float) -> int | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def compute(database: Database[Doc], since: dt.datetime | None = None) -> Doc:
+def compute(
+    database: Database[Doc], since: dt.datetime | None = None, categories: Iterable[str] = ()
+) -> Doc:
     """Every figure ``tzpush stats`` shows, as plain JSON-able data.
 
     ``since`` limits message figures to messages due at or after it (``scheduledAt``); token
@@ -93,6 +97,26 @@ def compute(database: Database[Doc], since: dt.datetime | None = None) -> Doc:
             "inactive": tokens.count_documents({"isActive": False}),
         },
         "pending_by_hour": dict(sorted(pending_by_hour.items())),
+        "senders": _senders(database, categories),
+    }
+
+
+def _senders(database: Database[Doc], categories: Iterable[str]) -> Doc:
+    """Live senders (the registry of shared.store.fleet) and the categories nobody consumes."""
+    now = dt.datetime.now(dt.UTC)
+    live = fleet.live_senders(database, now)
+    return {
+        "live": [
+            {
+                "id": d["_id"],
+                "kind": d.get("kind"),
+                "categories": d.get("categories") or [],
+                "host": d.get("host"),
+                "heartbeat_age_s": round((now - d["heartbeatAt"]).total_seconds(), 1),
+            }
+            for d in sorted(live, key=lambda d: str(d["_id"]))
+        ],
+        "categories_without_consumer": fleet.categories_without_consumer(database, categories, now),
     }
 
 
@@ -110,7 +134,7 @@ def render(stats: Doc) -> None:
     for s in statuses:
         t.add_column(s, justify="right")
     for cat, counts in stats["by_category"].items():
-        t.add_row(str(cat), *(str(counts.get(s, 0)) for s in statuses))
+        t.add_row(Text(str(cat)), *(str(counts.get(s, 0)) for s in statuses))
     t.add_row("[b]total[/]", *(f"[b]{stats['messages'][s]}[/]" for s in statuses))
     console.print(t)
     lat = stats["lateness_ms"]
@@ -121,6 +145,15 @@ def render(stats: Doc) -> None:
     console.print(
         f"tokens: {stats['tokens']['active']} active, {stats['tokens']['inactive']} inactive"
     )
+    senders = stats.get("senders") or {}
+    kinds: dict[str, int] = defaultdict(int)
+    for row in senders.get("live", []):
+        kinds[row["kind"]] += 1
+    live = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
+    console.print(Text(f"live senders: {live}"))
+    if senders.get("categories_without_consumer"):
+        missing = ", ".join(senders["categories_without_consumer"])
+        console.print(Text(f"no consumer alive for: {missing}", style="bold red"))
     if stats["reasons"]:
         r = Table(title="reasons (top 10 per status)")
         for col in ("status", "count", "reason"):

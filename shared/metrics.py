@@ -3,17 +3,27 @@
 Names are defined once here; services increment them. ``serve(settings, health)`` starts a small
 HTTP server: ``/metrics`` (Prometheus text format) and ``/healthz`` (200 when ``health()`` says
 every dependency is reachable, 503 with the reasons otherwise).
+
+Project-level Expo errors (the project's credentials: ``InvalidCredentials``,
+``MismatchSenderId``, ``UNAUTHORIZED``) raise the alert: ``tzpush_expo_project_errors_total``,
+``tzpush_expo_project_error_last_seen_seconds``, and an ``alerts`` entry in /healthz for
+``ALERT_WINDOW_S`` after the last one. /healthz stays 200 for it: a container health check that
+failed on it would restart every consumer, which cannot fix credentials.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+from shared.domain.validation import BadDocument
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +55,94 @@ ARMED = Counter("tzpush_wakeups_armed_total", "Wake-ups scheduled on the broker"
 MISSED_BY_JANITOR = Counter("tzpush_janitor_ended_total", "Overdue messages ended by the janitor")
 HELD = Gauge("tzpush_consumer_held_messages", "Messages a consumer holds for their due instant")
 DLQ = Counter("tzpush_dead_lettered_total", "Wake-ups sent to the dead-letter queue", ["reason"])
+BAD_DOCUMENTS = Counter(
+    "tzpush_bad_documents_total",
+    "Stored documents a stage skipped because a field cannot be used (see tzpush doctor)",
+    [
+        "stage",
+        "kind",
+    ],  # stage: planner|janitor|receipts|consumer; kind: reminder|user|token|message
+)
+
+
+def bad_document(logger: logging.Logger, stage: str, bad: BadDocument) -> None:
+    """Report a stored document ``stage`` skipped: one log line with its id and what is wrong,
+    and ``tzpush_bad_documents_total``. ``tzpush doctor`` lists such documents."""
+    BAD_DOCUMENTS.labels(stage, bad.kind).inc()
+    logger.warning(
+        "%s: skipped bad %s %s: %s (tzpush doctor lists bad documents)",
+        stage,
+        bad.kind,
+        bad.id,
+        bad.problem,
+    )
+
+
+EXPO_PROJECT_ERRORS = Counter(
+    "tzpush_expo_project_errors_total",
+    "Pushes failed for the project's credentials (InvalidCredentials, MismatchSenderId, "
+    "UNAUTHORIZED): alert on any increase; tokens are never touched for these",
+    ["code"],
+)
+EXPO_PROJECT_ERROR_LAST = Gauge(
+    "tzpush_expo_project_error_last_seen_seconds",
+    "Unix time of the last project-level Expo error of each code (the alert)",
+    ["code"],
+)
+ALERT_WINDOW_S = 900.0  # /healthz names a project-level error this long after the last one
+
+
+class ExpoAlerts:
+    """The project-level Expo errors this process saw in the last ``window_s`` (per code: how
+    many pushes, first and last seen), as /healthz shows them."""
+
+    def __init__(
+        self, window_s: float = ALERT_WINDOW_S, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[int, float, float]] = {}  # code -> (count, first, last)
+
+    def record(self, code: str, count: int) -> None:
+        now = self._clock()
+        with self._lock:
+            n, first, last = self._seen.get(code, (0, now, now))
+            if now - last > self.window_s:  # an earlier episode: start counting again
+                n, first = 0, now
+            self._seen[code] = (n + count, first, now)
+
+    def active(self) -> dict[str, str]:
+        """``{"expo": "..."}`` while a project-level error is recent, else ``{}``."""
+        now = self._clock()
+        with self._lock:
+            recent = {c: v for c, v in self._seen.items() if now - v[2] <= self.window_s}
+        if not recent:
+            return {}
+        parts = [
+            f"{code}: {n} push(es) failed since {_utc(first)}, last {_utc(last)}"
+            for code, (n, first, last) in sorted(recent.items())
+        ]
+        return {
+            "expo": "; ".join(parts) + ". The project's push credentials (FCM/APNs keys, or "
+            "the Expo access token) are wrong, not the devices: tokens untouched. Fix them, "
+            "then `tzpush replay --status failed --cause credentials`"
+        }
+
+    def clear(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
+
+def _utc(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+EXPO_ALERTS = ExpoAlerts()
 
 
 def expo_event(name: str, fields: dict[str, object]) -> None:
-    """ExpoSender.on_event hook: turn its events into metrics."""
+    """ExpoSender.on_event hook: turn its events into metrics (and the project alert)."""
     kind = str(fields.get("kind", "send"))
     if name == "retry":
         RETRIES.labels(kind).inc()
@@ -56,13 +150,27 @@ def expo_event(name: str, fields: dict[str, object]) -> None:
         HTTP_429.labels(kind).inc()
     elif name == "request":
         EXPO_REQUESTS.labels(kind, str(fields.get("status", ""))).inc()
+    elif name == "project_error":
+        code, count = str(fields.get("code", "")), int(str(fields.get("count", 1)))
+        EXPO_PROJECT_ERRORS.labels(code).inc(count)
+        EXPO_PROJECT_ERROR_LAST.labels(code).set(time.time())
+        EXPO_ALERTS.record(code, count)
 
 
 Health = Callable[[], dict[str, str | None]]
 
 
-def serve(host: str, port: int, health: Health) -> ThreadingHTTPServer | None:
-    """Serve /metrics and /healthz in a daemon thread; port 0 = disabled. Returns the server."""
+Alerts = Callable[[], dict[str, str]]
+
+
+def serve(
+    host: str, port: int, health: Health, alerts: Alerts | None = None
+) -> ThreadingHTTPServer | None:
+    """Serve /metrics and /healthz in a daemon thread; port 0 = disabled. Returns the server.
+
+    ``health`` names this process's own problems (any: 503, restart me); ``alerts`` names what
+    an operator must fix elsewhere (200 all the same: restarting this process fixes nothing),
+    beside Expo's project-level alerts."""
     if not port:
         return None
 
@@ -73,7 +181,16 @@ def serve(host: str, port: int, health: Health) -> ThreadingHTTPServer | None:
             elif self.path.startswith("/healthz"):
                 problems = {k: v for k, v in health().items() if v}
                 code = 503 if problems else 200
-                body = json.dumps({"ok": not problems, "problems": problems}).encode()
+                said: dict[str, object] = {"ok": not problems, "problems": problems}
+                said_alerts: dict[str, object] = dict(EXPO_ALERTS.active())  # never a 503
+                if alerts is not None:
+                    try:
+                        said_alerts.update(alerts())
+                    except Exception as exc:  # an alert that cannot be read is not a 503 either
+                        said_alerts["alerts"] = f"could not be read: {type(exc).__name__}"
+                if said_alerts:
+                    said["alerts"] = said_alerts
+                body = json.dumps(said).encode()
                 ctype = "application/json"
             else:
                 body, ctype, code = b"not found\n", "text/plain", 404

@@ -10,17 +10,56 @@ dead-letters it and never retries it.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import hashlib
+import hmac
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.domain.localtime import validate_timezone
 from shared.errors import PermanentError
 
 VERSION = 1
 
 
 class WireError(PermanentError):
-    """A frame that is not a valid wake-up (bad JSON, wrong version, missing or bad fields)."""
+    """A frame that is not a valid wake-up. ``kind`` is one of ``KINDS`` (metric labels and log
+    fields come from this fixed set, never from the frame's own text); the message says what
+    is wrong for a person."""
+
+    KINDS = frozenset(
+        {
+            "not_json",
+            "not_object",
+            "bad_version",
+            "too_large",
+            "bad_field",
+            "too_many_items",
+            "bad_signature",
+            "unknown_category",
+            "unknown_ids",
+            "consumer_error",
+        }
+    )
+
+    def __init__(self, kind: str, message: str) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown wire error kind {kind!r}")
+        super().__init__(message)
+        self.kind = kind
+
+
+# What a wake-up may hold. A frame outside these bounds is refused whole: nothing the broker
+# hands over can make a consumer loop, overflow or allocate without bound.
+MAX_FRAME_BYTES = 24 * 1024 * 1024  # 5000 items of Expo's 4 KiB payloads fit
+MAX_ITEMS = 5000  # the largest wakeup_size settings allow
+MAX_ID_CHARS = 300
+MAX_TEXT_CHARS = 10_000
+MIN_EPOCH_MS = 0
+MAX_EPOCH_MS = 7_258_118_400_000  # 2200-01-01
+SIGNATURE_HEADER = "tzpush-signature"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,39 +131,159 @@ def _item_dict(item: Item) -> dict[str, Any]:
 
 
 def decode(raw: bytes | str) -> WakeUp:
-    """Parse a frame body; raise WireError saying what is wrong."""
+    """Parse and validate a frame body; raise ``WireError`` (and only that) saying what is wrong.
+
+    Whatever the body holds (deep nesting, ``Infinity``, a 400-digit number, a million items),
+    the only exception is a ``WireError``: the consumer dead-letters it and goes on.
+    """
     try:
-        body = json.loads(raw)
+        return _decode(raw)
+    except WireError:
+        raise
+    except RecursionError:
+        raise WireError("not_json", "not JSON: nested too deeply") from None
+    except Exception as exc:  # any other surprise is still a bad frame, never a crash
+        raise WireError("bad_field", f"bad field: {type(exc).__name__}") from None
+
+
+def _decode(raw: bytes | str) -> WakeUp:
+    if len(raw) > MAX_FRAME_BYTES:
+        raise WireError("too_large", f"frame of {len(raw)} bytes, over {MAX_FRAME_BYTES}")
+    try:
+        body = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise WireError(f"not JSON: {exc}") from None
+        raise WireError("not_json", f"not JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise WireError("not a JSON object")
+        raise WireError("not_object", "not a JSON object")
     if body.get("v") != VERSION:
-        raise WireError(f"unsupported wake-up version {body.get('v')!r} (expected {VERSION})")
+        version = repr(body.get("v"))[:20]
+        raise WireError("bad_version", f"unsupported wake-up version {version} (want {VERSION})")
+    items_raw = body.get("items")
+    if not isinstance(items_raw, list) or not items_raw:
+        raise WireError("bad_field", "bad field: items must be a non-empty list")
+    if len(items_raw) > MAX_ITEMS:
+        raise WireError("too_many_items", f"{len(items_raw)} items, over {MAX_ITEMS}")
+    items = tuple(_item(it, n) for n, it in enumerate(items_raw))
+    for key in ("id", "category", "planned_ms"):
+        if key not in body:
+            raise WireError("bad_field", f"missing field {key!r}")
+    takeover = body.get("takeover", False)
+    if not isinstance(takeover, bool):
+        raise WireError("bad_field", "bad field: takeover must be true or false")
+    return WakeUp(
+        id=_ident(body["id"], "id"),
+        category=_ident(body["category"], "category"),
+        planned_ms=_epoch_ms(body["planned_ms"], "planned_ms"),
+        items=items,
+        takeover=takeover,
+    )
+
+
+def _no_constant(name: str) -> Any:
+    raise WireError("not_json", f"not JSON: {name} is not a number")
+
+
+def _item(raw: Any, n: int) -> Item:
+    where = f"items[{n}]"
+    if not isinstance(raw, dict):
+        raise WireError("bad_field", f"bad field: {where} is not an object")
+    unknown = set(raw) - set(_ITEM_FIELDS)
+    if unknown:
+        raise WireError("bad_field", f"bad item: {where} has unknown fields ({len(unknown)})")
+    for key in ("id", "due_ms", "user", "reminder", "version", "token_id", "to"):
+        if key not in raw:
+            raise WireError("bad_field", f"bad field: {where} lacks {key!r}")
+    version = raw["version"]
+    if type(version) is not int or not 1 <= version <= 10**9:
+        raise WireError("bad_field", f"bad field: {where}.version is not a version number")
+    data = raw.get("data")
+    if data is not None and not isinstance(data, dict):
+        raise WireError("bad_field", f"bad field: {where}.data is not an object")
+    cap = raw.get("cap")
+    if cap is not None and (type(cap) is not int or not 1 <= cap <= 10**6):
+        raise WireError("bad_field", f"bad field: {where}.cap is not a daily cap")
+    return Item(
+        id=_ident(raw["id"], f"{where}.id"),
+        due_ms=_epoch_ms(raw["due_ms"], f"{where}.due_ms"),
+        user=_ident(raw["user"], f"{where}.user"),
+        reminder=_ident(raw["reminder"], f"{where}.reminder"),
+        version=version,
+        token_id=_ident(raw["token_id"], f"{where}.token_id"),
+        to=_text(raw["to"], f"{where}.to", MAX_ID_CHARS),
+        title=_text(raw.get("title"), f"{where}.title", MAX_TEXT_CHARS, optional=True),
+        body=_text(raw.get("body"), f"{where}.body", MAX_TEXT_CHARS, optional=True),
+        data=data,
+        local_date=_text(raw.get("local_date", ""), f"{where}.local_date", 10),
+        label=_text(raw.get("label", ""), f"{where}.label", MAX_ID_CHARS),
+        tz=_zone(raw.get("tz", "UTC"), f"{where}.tz"),
+        cap=cap,
+        quiet=_quiet(raw.get("quiet"), f"{where}.quiet"),
+    )
+
+
+def _ident(value: Any, where: str) -> str:
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_ID_CHARS
+        or not value.isprintable()
+        or any(c.isspace() for c in value)
+    ):
+        raise WireError("bad_field", f"bad field: {where} is not an id (printable, 1-300 chars)")
+    return value
+
+
+def _text(value: Any, where: str, limit: int, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise WireError("bad_field", f"bad field: {where} is not text of at most {limit} chars")
+    return value
+
+
+def _epoch_ms(value: Any, where: str) -> int:
+    if type(value) is not int or not MIN_EPOCH_MS <= value <= MAX_EPOCH_MS:
+        raise WireError("bad_field", f"bad field: {where} is not an instant before 2200")
+    return value
+
+
+def _zone(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _known_zone(value):
+        raise WireError("bad_field", f"bad field: {where} is not an IANA time zone")
+    return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _known_zone(name: str) -> bool:
     try:
-        items_raw = body["items"]
-        if not isinstance(items_raw, list) or not items_raw:
-            raise WireError("items must be a non-empty list")
-        items = []
-        for it in items_raw:
-            if not isinstance(it, dict) or not set(it) <= set(_ITEM_FIELDS):
-                raise WireError(f"bad item: {str(it)[:120]}")
-            item = Item(**it)
-            if not isinstance(item.id, str) or not isinstance(item.due_ms, int):
-                raise WireError(f"bad item id or due_ms: {str(it)[:120]}")
-            items.append(item)
-        takeover = body.get("takeover", False)
-        if not isinstance(takeover, bool):
-            raise WireError(f"takeover must be true or false, not {takeover!r}")
-        wake = WakeUp(
-            id=str(body["id"]),
-            category=str(body["category"]),
-            planned_ms=int(body["planned_ms"]),
-            items=tuple(items),
-            takeover=takeover,
-        )
-    except KeyError as exc:
-        raise WireError(f"missing field {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
-        raise WireError(f"bad field: {exc}") from None
-    return wake
+        validate_timezone(name)
+    except Exception:
+        return False
+    return True
+
+
+def _quiet(value: Any, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, str) and _HHMM.fullmatch(v) for v in value)
+    ):
+        raise WireError("bad_field", f"bad field: {where} is not a pair of HH:MM times")
+    return list(value)
+
+
+_HHMM = re.compile(r"(?:[01]\d|2[0-3]):[0-5]\d")
+
+
+def sign(body: bytes, key: str) -> str:
+    """The signature header of a wake-up's body: HMAC-SHA256 with the fleet's key, hex."""
+    return hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+
+
+def check_signature(body: bytes, signature: str | None, key: str) -> None:
+    """Raise ``WireError`` unless ``signature`` is ``sign(body, key)`` (constant-time compare)."""
+    if not signature:
+        raise WireError("bad_signature", "unsigned wake-up")
+    if not hmac.compare_digest(signature, sign(body, key)):
+        raise WireError("bad_signature", "wake-up signature does not match")

@@ -1,17 +1,22 @@
-"""What a push's outcome means: one enum of error codes, one table of token effects, the fields
-a message gets, and the send journal's row codec. Pure, no I/O.
+"""What a push's outcome means: one enum of error codes (``ErrorCode``), one table of what
+each means (``EXPO_ERRORS``), the fields a message gets, and the send journal's row codec. Pure.
 
-Every path that learns an outcome (the consumer's recorder, a takeover's merge of a dead
-consumer's journal, the receipts poller, ``tzpush replay``) maps it through ``outcome_fields`` and
-``token_effect``; nothing else decides which failures count against a device. The Expo transport
-(``shared.expo.transport``) gives every failure an ``ErrorCode`` when it classifies it; the
-readable label (``HTTP 503 after 3 retries``) travels beside it for people.
+Expo's errors mean what Expo says (docs/architecture.md, "Expo errors"): a dead device or a token
+that can never work is deactivated at once; the message's own fault fails the message; a throttle
+is sent again later; the project's credentials fail the message, alert and never touch a token;
+an unknown code fails the message only. Every path that learns an outcome (the consumer's
+recorder, a takeover's merge of a dead consumer's journal, the receipts poller, ``tzpush replay``)
+maps it through ``outcome_fields`` and ``token_effect``, and the sender asks ``EXPO_ERRORS``
+what to send again; nothing else decides. The Expo transport (``shared.expo.transport``) gives
+every failure an ``ErrorCode`` when it classifies it; the readable label (``HTTP 503 after 3
+retries``) travels beside it for people, and reads back as its code (``label_code``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -20,7 +25,10 @@ from shared.domain.messages import Doc, Status
 
 
 class ErrorCode(StrEnum):
-    """Why a push failed: Expo's own ticket/receipt codes, local refusals, request failures."""
+    """Why a push failed: Expo's own ticket/receipt codes, local refusals, request failures.
+
+    What each one means is its row in ``EXPO_ERRORS`` (docs/architecture.md, "Expo errors").
+    """
 
     # Expo's per-push codes (a ticket's or a receipt's details.error).
     DEVICE_NOT_REGISTERED = "DeviceNotRegistered"
@@ -38,6 +46,7 @@ class ErrorCode(StrEnum):
     NETWORK_ERROR = "NetworkError"
     INVALID_RESPONSE = "InvalidResponse"  # a 2xx whose body could not be used
     UNAUTHORIZED = "UNAUTHORIZED"
+    TOO_MANY_EXPERIENCE_IDS = "PUSH_TOO_MANY_EXPERIENCE_IDS"  # tokens of several projects
     REQUEST_REFUSED = "RequestRefused"  # another 4xx (VALIDATION_ERROR, PUSH_TOO_MANY_...)
     CLIENT_ERROR = "ClientError"  # the SDK raised something unexpected
     # The request reached Expo and its answer was lost (read timeout, connection lost after the
@@ -59,26 +68,88 @@ class EffectKind(StrEnum):
     OK = "ok"  # a success: the run of failures is over
 
 
-# Which failures say something about the device. Request-level failures and the message's own
-# fault (too big, not JSON) say nothing about it.
-TOKEN_EFFECTS: dict[ErrorCode, EffectKind | None] = {
-    ErrorCode.DEVICE_NOT_REGISTERED: EffectKind.DEAD,
-    ErrorCode.MESSAGE_TOO_BIG: None,
-    ErrorCode.INVALID_PAYLOAD: None,
-    ErrorCode.MESSAGE_RATE_EXCEEDED: EffectKind.FAIL,
-    ErrorCode.MISMATCH_SENDER_ID: EffectKind.FAIL,
-    ErrorCode.INVALID_CREDENTIALS: EffectKind.FAIL,
-    ErrorCode.UNKNOWN: EffectKind.FAIL,
-    ErrorCode.INVALID_TOKEN: EffectKind.FAIL,
-    ErrorCode.TOO_MANY_REQUESTS: None,
-    ErrorCode.SERVER_ERROR: None,
-    ErrorCode.NETWORK_ERROR: None,
-    ErrorCode.INVALID_RESPONSE: None,
-    ErrorCode.UNAUTHORIZED: None,
-    ErrorCode.REQUEST_REFUSED: None,
-    ErrorCode.CLIENT_ERROR: None,
-    ErrorCode.OUTCOME_UNKNOWN: None,
+class Level(StrEnum):
+    """Whose fault a failure is: that decides who pays for it."""
+
+    DEVICE = "device"  # the device's token can never work: deactivate it
+    MESSAGE = "message"  # the message's own fault: fail it, the device is fine
+    THROTTLE = "throttle"  # too fast (for one device, or for the project): slow down, send again
+    PROJECT = "project"  # the project's credentials: fail, alert, never blame a device
+    SERVICE = "service"  # Expo down or unreachable: sent again, then failed
+    REQUEST = "request"  # Expo refused the whole request, or the client broke
+    UNKNOWN = "unknown"  # a code nobody documented: fail the message, nothing more
+
+
+class Resend(StrEnum):
+    """Whether and how the sender sends a failed push again (``shared.expo.sender``)."""
+
+    NO = "no"
+    REQUEST = "request"  # the whole request, with back-off, up to max_retries (``classify``)
+    PUSH = "push"  # that push alone, after a back-off, until its caller's deadline
+    SPLIT = "split"  # the request again, split by project as Expo's details say
+
+
+@dataclass(frozen=True, slots=True)
+class Meaning:
+    """What one code means: whose fault (``level``), what it does to the device's token,
+    whether it is sent again, whether it raises the project alert, and the
+    ``tzpush replay --status failed --cause`` that may send it again (``None``: never)."""
+
+    level: Level
+    token: EffectKind | None
+    resend: Resend
+    alert: bool = False
+    replay: str | None = None
+
+
+_CREDENTIALS = Meaning(Level.PROJECT, None, Resend.NO, alert=True, replay="credentials")
+_EXPO_DOWN = Meaning(Level.SERVICE, None, Resend.REQUEST, replay="expo-down")
+
+# The one table (docs/architecture.md, "Expo errors: what each means", draws it). A failed push
+# always ends its message ``failed`` with the reason; this says what else happens.
+EXPO_ERRORS: dict[ErrorCode, Meaning] = {
+    ErrorCode.DEVICE_NOT_REGISTERED: Meaning(Level.DEVICE, EffectKind.DEAD, Resend.NO),
+    ErrorCode.INVALID_TOKEN: Meaning(Level.DEVICE, EffectKind.DEAD, Resend.NO),
+    ErrorCode.MESSAGE_TOO_BIG: Meaning(Level.MESSAGE, None, Resend.NO),
+    ErrorCode.INVALID_PAYLOAD: Meaning(Level.MESSAGE, None, Resend.NO),
+    ErrorCode.MESSAGE_RATE_EXCEEDED: Meaning(Level.THROTTLE, None, Resend.PUSH),
+    ErrorCode.INVALID_CREDENTIALS: _CREDENTIALS,
+    ErrorCode.MISMATCH_SENDER_ID: _CREDENTIALS,
+    ErrorCode.UNAUTHORIZED: _CREDENTIALS,
+    ErrorCode.UNKNOWN: Meaning(Level.UNKNOWN, None, Resend.NO),
+    ErrorCode.TOO_MANY_REQUESTS: Meaning(Level.THROTTLE, None, Resend.REQUEST, replay="expo-down"),
+    ErrorCode.SERVER_ERROR: _EXPO_DOWN,
+    ErrorCode.NETWORK_ERROR: _EXPO_DOWN,
+    # Expo may have taken these: never sent again, by the sender or by a replay.
+    ErrorCode.OUTCOME_UNKNOWN: Meaning(Level.SERVICE, None, Resend.NO),
+    ErrorCode.INVALID_RESPONSE: Meaning(Level.SERVICE, None, Resend.NO),
+    ErrorCode.TOO_MANY_EXPERIENCE_IDS: Meaning(Level.REQUEST, None, Resend.SPLIT),
+    ErrorCode.REQUEST_REFUSED: Meaning(Level.REQUEST, None, Resend.NO),
+    ErrorCode.CLIENT_ERROR: Meaning(Level.REQUEST, None, Resend.NO),
 }
+
+# Which failures say something about the device, as the token hygiene reads it. No Expo code
+# counts as "one more failure in a row" (``EffectKind.FAIL``) today: each says either that the
+# device is gone or nothing about it. The consecutive-failure rule stays for a code that would.
+TOKEN_EFFECTS: dict[ErrorCode, EffectKind | None] = {c: m.token for c, m in EXPO_ERRORS.items()}
+
+# ``tzpush replay --status failed --cause NAME``: failures for a cause outside the message and
+# the device, whose push certainly never reached a device (and was certainly not taken by Expo,
+# save the 5xx risk the sender's own retries take too), so sending it again is no duplicate.
+REPLAY_CAUSES: dict[str, frozenset[ErrorCode]] = {
+    cause: frozenset(c for c, m in EXPO_ERRORS.items() if m.replay == cause)
+    for cause in ("credentials", "expo-down")
+}
+
+
+def meaning(code: ErrorCode | None) -> Meaning:
+    """The row of ``code`` (``None``: an unknown failure)."""
+    return EXPO_ERRORS[code or ErrorCode.UNKNOWN]
+
+
+def is_project_level(code: ErrorCode | None) -> bool:
+    """The project's fault (credentials): alert, and never blame a device for it."""
+    return code is not None and EXPO_ERRORS[code].level is Level.PROJECT
 
 
 def token_effect(ok: bool, code: ErrorCode | None) -> EffectKind | None:
@@ -113,9 +184,12 @@ def outcome_fields(
     error: str | None,
     message: str | None,
     receipts_delay_s: float,
+    code: ErrorCode | None = None,
 ) -> Doc:
     """The terminal fields of a message whose push returned at ``at``: ``success`` with its
-    ticket and a receipt to check later, or ``failed`` with the reason."""
+    ticket and a receipt to check later, or ``failed`` with the reason and ``errorCode`` (the
+    code's value: what ``tzpush replay --status failed`` and ``tzpush doctor`` select on).
+    ``code`` defaults to the one ``error``, the label, reads back as (``label_code``)."""
     lateness = int(at.timestamp() * 1000) - due_ms
     if ok:
         return {
@@ -130,13 +204,28 @@ def outcome_fields(
                 "checkAfter": at + dt.timedelta(seconds=receipts_delay_s),
             },
         }
+    code = code or label_code(error)
     return {
         "status": Status.FAILED.value,
         "finishedAt": at,
         "lateness_ms": lateness,
-        "reason": message or error or "failed",
+        "reason": failure_reason(code, error, message),
         "error": error,
+        "errorCode": code.value,
     }
+
+
+def failure_reason(code: ErrorCode, error: str | None, message: str | None) -> str:
+    """The reason a person reads on a failed message; a project-level one says it is the
+    project's, that no token was touched, and what to do."""
+    said = message or error or "failed"
+    if EXPO_ERRORS[code].level is not Level.PROJECT:
+        return said
+    return (
+        f"project-level error {code.value} ({said}): the project's push credentials, not the "
+        "device; tokens untouched. Fix them, then `tzpush replay --status failed --cause "
+        "credentials`"
+    )
 
 
 def effect_of(
@@ -217,20 +306,43 @@ def entry_code(entry: Doc) -> ErrorCode | None:
 
 def legacy_code(label: str | None) -> ErrorCode:
     """The code of an error label journaled before labels carried codes (older consumers)."""
+    return label_code(label)
+
+
+_RETRIED = re.compile(r" after \d+ retries$")
+
+
+def label_code(label: str | None) -> ErrorCode:
+    """The code an error label stands for. Labels are what ``shared.expo`` writes: Expo's own
+    spelling of a per-push code, a code's value (``InvalidToken``, ``UNAUTHORIZED``), or a request
+    failure (``HTTP 503 after 8 retries``, ``network error (ConnectionError) after 8 retries``,
+    ``network error (ReadTimeout)``, ``invalid response``, ``VALIDATION_ERROR``...). A request that
+    failed after its retries says so; one that reached Expo and lost its answer does not."""
+    if not label:
+        return ErrorCode.UNKNOWN
+    base = _RETRIED.sub("", label)
+    retried = base != label
     try:
-        return ErrorCode(label or "")
+        return ErrorCode(base)
     except ValueError:
         pass
-    request_level = (
-        "HTTP",
-        "TOO_MANY_REQUESTS",
-        "network error",
-        "UNAUTHORIZED",
-        "client error",
-        "invalid response",
-        "VALIDATION_ERROR",
-        "PUSH_TOO_MANY",
-    )
-    if label and label.startswith(request_level):
+    if base.startswith("HTTP "):
+        status = base[5:]
+        if status.startswith("5"):
+            return ErrorCode.SERVER_ERROR
+        if status == "429":
+            return ErrorCode.TOO_MANY_REQUESTS
+        if status == "401":
+            return ErrorCode.UNAUTHORIZED
+        if status.startswith("4"):
+            return ErrorCode.REQUEST_REFUSED
+        return ErrorCode.OUTCOME_UNKNOWN  # a 2xx the SDK could not use: Expo took it
+    if base.startswith("network error"):
+        return ErrorCode.NETWORK_ERROR if retried else ErrorCode.OUTCOME_UNKNOWN
+    if base == "invalid response":
+        return ErrorCode.OUTCOME_UNKNOWN
+    if base.startswith("client error"):
+        return ErrorCode.CLIENT_ERROR
+    if base.isupper():  # Expo's whole-request codes: VALIDATION_ERROR, PUSH_TOO_MANY_...
         return ErrorCode.REQUEST_REFUSED
-    return ErrorCode.UNKNOWN
+    return ErrorCode.UNKNOWN  # a per-push code Expo added since (its spelling stays in error)

@@ -3,63 +3,125 @@
 Message ids are deterministic, ``<reminderId>:<version>:<tokenId>:<YYYYMMDD>``, so planning the
 same window twice (a second pass, a second creator, a crash and a retry) can only produce the same
 documents, which the database refuses as duplicates.
+
+Reminders, users and tokens are documents someone else wrote. ``plan_checked`` asks the rules of
+``shared.domain.validation`` about each before it relies on a field, skips what they refuse and
+returns it with the reason, so one bad reminder (a zone that does not exist, ``8:00``, weekday
+7, no label) costs its own occurrences, never the rest of the pass.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from shared.domain.intent import user_accepts
 from shared.domain.localtime import occurrences_between, parse_hhmm
 from shared.domain.messages import Doc, message_id, new_message
+from shared.domain.validation import (
+    BadDocument,
+    doc_id,
+    reminder_problem,
+    token_problem,
+    user_problem,
+)
 from shared.wire import Item, WakeUp
 
 __all__ = [
+    "BadDocument",
     "Doc",
+    "Plan",
     "WakeupStream",
     "group_wakeups",
     "message_id",
-    "plan_messages",
+    "plan_checked",
     "to_item",
     "user_accepts",
 ]
 
 
-def plan_messages(
+class Plan(NamedTuple):
+    """What ``plan_checked`` made, and the documents it skipped (each once, with why)."""
+
+    messages: list[Doc]
+    skipped: list[BadDocument]
+
+
+def plan_checked(
     reminders: Iterable[Mapping[str, Any]],
     users: Mapping[str, Mapping[str, Any]],
     tokens_by_user: Mapping[str, Sequence[Mapping[str, Any]]],
     start: dt.datetime,
     end: dt.datetime,
     now: dt.datetime,
-) -> list[Doc]:
-    """Every pending message for occurrences with ``start <= at < end``, one per active token."""
+    *,
+    categories: Collection[str] | None = None,
+) -> Plan:
+    """Every pending message for occurrences with ``start <= at < end``, one per active token,
+    and the reminders, users and tokens skipped because a field cannot be used.
+
+    ``categories``: the configured ones; a reminder in another is skipped (no queue, no
+    consumer). A missing user, or one without tokens, is not a bad document: nothing to send.
+    """
     out: list[Doc] = []
+    skipped: dict[tuple[str, str], BadDocument] = {}
+    checked_users: dict[str, bool] = {}
+
+    def skip(kind: str, doc: object, problem: str) -> None:
+        bad = BadDocument(kind, doc_id(doc), problem)
+        skipped.setdefault((bad.kind, bad.id), bad)
+
+    def user_ok(uid: str, user: Mapping[str, Any]) -> bool:
+        ok = checked_users.get(uid)
+        if ok is None:
+            problem = user_problem(user)
+            if problem is not None:
+                skip("user", user, problem)
+            ok = checked_users[uid] = problem is None
+        return ok
+
     for r in reminders:
+        if not isinstance(r, Mapping):
+            skip("reminder", r, f"is {type(r).__name__}, not a document")
+            continue
         if not r.get("active", True) or r.get("isDeleted"):
             continue
-        user = users.get(r["userId"])
-        tokens = tokens_by_user.get(r["userId"])
-        if user is None or not tokens or not user_accepts(user, r["category"]):
+        problem = reminder_problem(r, categories)
+        if problem is not None:
+            skip("reminder", r, problem)
             continue
-        tz = user["timezone"]
-        occs = occurrences_between(
-            parse_hhmm(r["time"]),
-            tz,
-            start,
-            end,
-            offset_minutes=int(r.get("offsetMinutes") or 0),
-            weekdays=r.get("weekdays"),
-        )
-        if not occs:
+        uid = r["userId"]
+        user = users.get(uid)
+        tokens = tokens_by_user.get(uid)
+        if user is None or not tokens or not user_ok(uid, user):
+            continue
+        if not user_accepts(user, r["category"]):
+            continue
+        good = []
+        for tok in tokens:
+            why = token_problem(tok)
+            if why is None:
+                good.append(tok)
+            else:
+                skip("token", tok, why)
+        try:
+            occs = occurrences_between(
+                parse_hhmm(r["time"]),
+                user["timezone"],
+                start,
+                end,
+                offset_minutes=int(r.get("offsetMinutes") or 0),
+                weekdays=r.get("weekdays"),
+            )
+        except ValueError as exc:  # LocalTimeError is one; the checks above should refuse first
+            skip("reminder", r, str(exc))
             continue
         for occ in occs:
-            for tok in tokens:
+            for tok in good:
                 out.append(new_message(r, user, tok, occ.at, occ.local_date, now))
-    return out
+    return Plan(out, list(skipped.values()))
 
 
 def to_item(doc: Mapping[str, Any]) -> Item:

@@ -42,15 +42,15 @@ def at_replay(item: Item, now: dt.datetime, zone: str | None = None) -> Item:
     )
 
 
+Current = tuple[Mapping[str, Any] | None, Mapping[str, Any] | None, Mapping[str, Any] | None]
+"""The user's, the reminder's and the token's documents as they are now (``None``: gone)."""
+
+
 def judge(
-    item: Item,
-    category: str,
-    user: Mapping[str, Any] | None,
-    reminder: Mapping[str, Any] | None,
-    token: Mapping[str, Any] | None,
-    now: dt.datetime,
+    item: Item, category: str, current: Current, now: dt.datetime
 ) -> tuple[Verdict, str | None]:
     """Whether a replay at ``now`` sends ``item``, and if not, why (a reason a person can read)."""
+    user, reminder, token = current
     prefs = dict((user or {}).get("prefs") or {})
     quiet = prefs.pop("quietHours", None)
     without_quiet = None if user is None else {**user, "prefs": prefs}

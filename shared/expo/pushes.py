@@ -89,11 +89,10 @@ class Sender(Protocol):
 
     def prepare(self, pushes: Sequence[OutgoingPush]) -> list[PreparedPush]: ...
 
-    def send(
-        self,
-        pushes: Sequence[OutgoingPush | PreparedPush],
-        on_chunk_done: OnChunkDone | None = None,
-        before_request: BeforeRequest | None = None,
-    ) -> list[PushOutcome]: ...
+    # ``ExpoSender.send``'s signature: the pushes, then ``on_chunk_done``, ``before_request``
+    # and the keyword ``retry_within_s`` (how long from now a push Expo throttled for its device
+    # may still be sent again; ``None``: the sender's own window). One outcome per push.
+    @property
+    def send(self) -> Callable[..., list[PushOutcome]]: ...
 
     def close(self) -> None: ...

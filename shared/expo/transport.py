@@ -11,7 +11,9 @@ them). The risk that remains is a 5xx after Expo did accept the chunk: docs/arch
 Kept apart from the sender's chunking and retries (``shared.expo.sender``) so each can be read
 and tested alone: ``RateLimiter`` (clock and sleep injected), ``GzipSession`` and ``classify``,
 which gives every failure its ``ErrorCode`` (the one classification: see
-``shared.domain.outcomes``) and says whether a retry may help.
+``shared.domain.outcomes``) and says whether a retry may help. A ``PUSH_TOO_MANY_EXPERIENCE_IDS``
+refusal also carries Expo's ``details`` (each project's tokens), which the sender splits by; a
+401 is ``UNAUTHORIZED`` whichever way the SDK surfaces it (the project's access token: an alert).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import requests
 import urllib3
 from exponent_server_sdk import PushServerError
 
-from shared.domain.outcomes import ErrorCode
+from shared.domain.outcomes import ErrorCode, Resend, meaning
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,9 @@ class RateLimiter:
 
     A charge larger than what is left puts the bucket in debt and the caller sleeps until the
     debt is paid, so callers are served in order and the long-run rate is exact, and a charge
-    larger than the capacity still passes.
+    larger than the capacity still passes. ``share``, when given, is asked for the rate at each
+    charge (this process's share of the fleet's rate: ``shared.store.fleet``); the capacity
+    never exceeds one second of it.
     """
 
     def __init__(
@@ -48,10 +52,12 @@ class RateLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        share: Callable[[], float] | None = None,
     ) -> None:
         if rate <= 0 or capacity <= 0:
             raise ValueError("rate and capacity must be > 0")
         self.rate, self.capacity = rate, capacity
+        self._share = share
         self._clock, self._sleep = clock, sleep
         self._level = capacity
         self._stamp = clock()
@@ -60,8 +66,11 @@ class RateLimiter:
     def reserve(self, n: float) -> float:
         """Charge ``n`` now; return how long the caller must wait before using it."""
         with self._lock:
+            if self._share is not None:
+                self.rate = max(1e-3, self._share())
+            capacity = min(self.capacity, self.rate)
             now = self._clock()
-            self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
+            self._level = min(capacity, self._level + (now - self._stamp) * self.rate)
             self._stamp = now
             self._level -= n
             return max(0.0, -self._level / self.rate)
@@ -98,13 +107,20 @@ class GzipSession(requests.Session):
 
 @dataclass(frozen=True, slots=True)
 class Classified:
-    """A failed request: its HTTP status, code, short label, readable text, and retryability."""
+    """A failed request: its HTTP status, code, short label and readable text.
+    ``projects``: for ``PUSH_TOO_MANY_EXPERIENCE_IDS``, Expo's ``details``: each project (an
+    experience id) and the request's tokens that belong to it, to split the request by."""
 
     status: int | None
     code: ErrorCode
     label: str
     text: str
-    retryable: bool
+    projects: dict[str, list[str]] | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the whole request is sent again: the code's row in ``EXPO_ERRORS`` says."""
+        return meaning(self.code).resend is Resend.REQUEST
 
 
 def detail_error(details: Any) -> str:
@@ -123,32 +139,53 @@ def classify(exc: Exception) -> Classified:
         code = first.get("code")
         text = first.get("message") or exc.message
         if status == 429 or code == "TOO_MANY_REQUESTS":
-            return Classified(429, ErrorCode.TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS", text, True)
+            return Classified(429, ErrorCode.TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS", text)
         if status is not None and status >= 500:
-            return Classified(status, ErrorCode.SERVER_ERROR, f"HTTP {status}", text, True)
+            return Classified(status, ErrorCode.SERVER_ERROR, f"HTTP {status}", text)
         if status is None or status < 400:
             # A 2xx the SDK could not use: Expo accepted the chunk; sending it again would
             # push it twice.
             label = f"HTTP {status}" if status else "invalid response"
             return _unknown(status, label, text)
-        kind = ErrorCode.UNAUTHORIZED if code == "UNAUTHORIZED" else ErrorCode.REQUEST_REFUSED
-        return Classified(status, kind, code or f"HTTP {status}", f"HTTP {status}: {text}", False)
+        if code == ErrorCode.TOO_MANY_EXPERIENCE_IDS.value:
+            projects = _projects(first.get("details"))
+            kind = ErrorCode.TOO_MANY_EXPERIENCE_IDS
+            return Classified(status, kind, code, f"HTTP {status}: {text}", projects)
+        if code == "UNAUTHORIZED" or status == 401:
+            label = "UNAUTHORIZED"
+            return Classified(status, ErrorCode.UNAUTHORIZED, label, f"HTTP {status}: {text}")
+        kind = ErrorCode.REQUEST_REFUSED
+        return Classified(status, kind, code or f"HTTP {status}", f"HTTP {status}: {text}")
     if isinstance(exc, requests.HTTPError):
         text = f"{exc}"
         if status is not None and status == 429:
-            return Classified(429, ErrorCode.TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS", text, True)
+            return Classified(429, ErrorCode.TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS", text)
         if status is not None and status >= 500:
-            return Classified(status, ErrorCode.SERVER_ERROR, f"HTTP {status}", text, True)
-        kind = ErrorCode.UNAUTHORIZED if status == 401 else ErrorCode.REQUEST_REFUSED
-        return Classified(status, kind, f"HTTP {status}", text, False)
+            return Classified(status, ErrorCode.SERVER_ERROR, f"HTTP {status}", text)
+        if status == 401:
+            return Classified(status, ErrorCode.UNAUTHORIZED, "UNAUTHORIZED", text)
+        return Classified(status, ErrorCode.REQUEST_REFUSED, f"HTTP {status}", text)
     if isinstance(exc, requests.RequestException):
         label = f"network error ({type(exc).__name__})"
         if _never_reached(exc):
-            return Classified(None, ErrorCode.NETWORK_ERROR, label, str(exc), True)
+            return Classified(None, ErrorCode.NETWORK_ERROR, label, str(exc))
         return _unknown(None, label, str(exc))
     log.exception("unexpected error from the Expo SDK")
     label = f"client error ({type(exc).__name__})"
-    return Classified(None, ErrorCode.CLIENT_ERROR, label, str(exc), False)
+    return Classified(None, ErrorCode.CLIENT_ERROR, label, str(exc))
+
+
+def _projects(details: Any) -> dict[str, list[str]] | None:
+    """Expo's ``details`` of ``PUSH_TOO_MANY_EXPERIENCE_IDS``: project -> its tokens (``None``
+    when it is not that shape: the request then fails, unsplit)."""
+    if not isinstance(details, dict) or not details:
+        return None
+    out: dict[str, list[str]] = {}
+    for project, tokens in details.items():
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            return None
+        out[str(project)] = list(tokens)
+    return out
 
 
 def _never_reached(exc: requests.RequestException) -> bool:
@@ -172,4 +209,4 @@ _BEFORE_SENDING = (
 
 def _unknown(status: int | None, label: str, text: str) -> Classified:
     why = f"outcome unknown: {label}: Expo may have accepted it; not resent, to avoid a duplicate"
-    return Classified(status, ErrorCode.OUTCOME_UNKNOWN, label, f"{why} ({text})", False)
+    return Classified(status, ErrorCode.OUTCOME_UNKNOWN, label, f"{why} ({text})")

@@ -43,6 +43,7 @@ CHANGES = "intent_changes"
 COUNTERS = "notification_counters"
 STATE = "planner_state"
 FENCES = "consumer_fences"
+SENDERS = "expo_senders"
 
 ALL_COLLECTIONS = (
     USERS,
@@ -56,6 +57,7 @@ ALL_COLLECTIONS = (
     COUNTERS,
     STATE,
     FENCES,
+    SENDERS,
 )
 
 PENDING_UNIQUE = "pending_occurrence_unique"
@@ -125,6 +127,13 @@ def index_plan() -> dict[str, list[IndexModel]]:
         ],
         FENCES: [
             IndexModel([("at", ASCENDING)], name="fences_expire", expireAfterSeconds=7 * 86400)
+        ],
+        # Live senders by heartbeat (Expo's rate shared by the fleet; stats and /healthz);
+        # a sender that died without leaving is gone after an hour.
+        SENDERS: [
+            IndexModel(
+                [("heartbeatAt", ASCENDING)], name="senders_by_heartbeat", expireAfterSeconds=3600
+            )
         ],
     }
 

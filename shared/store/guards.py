@@ -8,7 +8,7 @@ may already have left for Expo; a guard is never released for those.
 A takeover decides from the holder's attempt records, so the holder must not start a request
 the takeover could not see. Fencing orders the two: the taker first fences the holder
 (``fence``), then reads its attempt records; the holder writes its attempt record first, then
-checks its fence (``is_fenced``) and sends only if it is not fenced. Whatever the interleaving,
+checks its fence (``fenced_by``) and sends only if it is not fenced. Whatever the interleaving,
 either the taker sees the attempt (and ends the message "outcome unknown") or the holder sees
 the fence (and sends nothing): never both sending. A fenced consumer stops; its restart is a
 new consumer with a new id.

@@ -1,16 +1,20 @@
-"""Replay runs in the database: taking missed messages, the crash record before each request,
-and settling a run that stopped, so no message stays ``replaying`` and none is pushed twice.
+"""Replay runs in the database: taking missed (or failed) messages, the crash record before each
+request, and settling a run that stopped, so no message stays ``replaying`` and none is pushed
+twice.
 
 A replay run (``tzpush replay``) takes each message with a compare-and-set ``is_missed ->
-replaying`` that stamps ``replay.run`` (the run, for ever: its attempt records carry that name),
-``replay.holder`` (who may act on the message now) and ``replay.leaseUntil`` (until when
-nobody else may assume the run is dead).
+replaying`` (or ``failed -> replaying``, for a failure of a cause ``tzpush replay --status failed``
+may send again) that stamps ``replay.run`` (the run, for ever: its attempt records carry that
+name), ``replay.holder`` (who may act on the message now), ``replay.leaseUntil`` (until when
+nobody else may assume the run is dead) and ``replay.from`` (the status it was taken from, where
+a message that was not sent goes back to).
 
 The rule is the consumer's (``consumer.attempts``, ``shared.store.guards``): before each Expo
 request the run writes an attempt record naming the messages about to leave (``leaving``). A
 message of a run that stopped is then either in an attempt record, and may have left, so it ends
 ``failed`` "outcome unknown" and is never sent again; or in none, so it certainly never left and
-goes back to ``is_missed`` for the next replay (``settle``).
+goes back to where it was taken from (``is_missed``, or ``failed`` with its reason and code) for
+the next replay (``settle``).
 
 Who settles: the run itself on any error it sees (database error, failed record, Ctrl-C,
 SIGTERM); otherwise, once its lease has run out (a run killed hard), the next replay or the
@@ -54,8 +58,9 @@ class ReplayFenced(Exception):
 
 @dataclass
 class Settled:
-    """What settling a stopped run did: back to ``is_missed`` (certainly never left) and
-    ``failed`` "outcome unknown" (may have left)."""
+    """What settling a stopped run did: back to where they were taken from, ``is_missed`` or
+    ``failed`` (``missed``: certainly never left), and ``failed`` "outcome unknown" (may have
+    left)."""
 
     missed: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
@@ -70,7 +75,7 @@ class Settled:
 
     def describe(self) -> str:
         return (
-            f"{len(self.missed)} back to is_missed (never sent), "
+            f"{len(self.missed)} back to is_missed or failed, as before (never sent), "
             f"{len(self.unknown)} failed (outcome unknown, may have been sent)"
         )
 
@@ -81,25 +86,35 @@ def new_run(by: str) -> str:
 
 
 def take(
-    database: Database[Doc], doc: Doc, run: str, by: str, reason: str, now: dt.datetime
+    database: Database[Doc],
+    doc: Doc,
+    run: str,
+    by: str,
+    reason: str,
+    now: dt.datetime,
+    *,
+    origin: Status = Status.IS_MISSED,
+    also: Doc | None = None,
 ) -> bool:
-    """Take one missed message for ``run`` (a compare-and-set: a concurrent replay loses)."""
+    """Take one message for ``run`` (a compare-and-set: a concurrent replay loses). ``origin``:
+    the status it must still have (``is_missed``, or ``failed``); ``also``: what else must still
+    hold (the cause of a failure), so a message that changed since it was selected is left."""
+    record: Doc = {
+        "run": run,
+        "holder": run,
+        "by": by,
+        "at": now,
+        "leaseUntil": now + LEASE,
+        "reason": reason,
+        "from": origin.value,
+    }
+    if origin is Status.IS_MISSED:
+        record["missedReason"] = doc.get("reason")
+    else:
+        record["failedReason"] = doc.get("reason")
     res = database[dbm.MESSAGES].update_one(
-        {"_id": doc["_id"], "status": Status.IS_MISSED.value},
-        {
-            "$set": {
-                "status": Status.REPLAYING.value,
-                "replay": {
-                    "run": run,
-                    "holder": run,
-                    "by": by,
-                    "at": now,
-                    "leaseUntil": now + LEASE,
-                    "reason": reason,
-                    "missedReason": doc.get("reason"),
-                },
-            }
-        },
+        {"_id": doc["_id"], "status": origin.value, **(also or {})},
+        {"$set": {"status": Status.REPLAYING.value, "replay": record}},
     )
     return res.modified_count == 1
 
@@ -145,14 +160,21 @@ def ended(
     )
 
 
-def back_to_missed(message_id: str, holder: str, why: str, now: dt.datetime) -> UpdateOne:
-    """Give a held message back: ``is_missed`` again (its missed reason kept), with why it was
-    not sent. The next replay can take it."""
+def back_to_missed(
+    message_id: str,
+    holder: str,
+    why: str,
+    now: dt.datetime,
+    status: Status = Status.IS_MISSED,
+) -> UpdateOne:
+    """Give a held message back to the status it was taken from (``status``: ``is_missed``,
+    or ``failed``; its reason, and a failure's code, kept), with why it was not sent. The next
+    replay can take it."""
     return UpdateOne(
         held(message_id, holder),
         {
             "$set": {
-                "status": Status.IS_MISSED.value,
+                "status": status.value,
                 "replay.holder": None,
                 "replay.leftMissed": why,
                 "replay.leftAt": now,
@@ -175,7 +197,7 @@ def settle(database: Database[Doc], holder: str | None, settler: str, now: dt.da
         docs = list(
             database[dbm.MESSAGES].find(
                 {"status": Status.REPLAYING.value, "replay.holder": fence},
-                {"replay.run": 1, "replay.at": 1},
+                {"replay.run": 1, "replay.at": 1, "replay.from": 1},
             )
         )
         if not docs:
@@ -193,7 +215,9 @@ def settle(database: Database[Doc], holder: str | None, settler: str, now: dt.da
                 out.unknown.append(d["_id"])
             else:
                 why = f"replay {run} stopped before sending it"
-                ops.append(back_to_missed(d["_id"], fence, why, now))
+                failed = rec.get("from") == Status.FAILED.value
+                origin = Status.FAILED if failed else Status.IS_MISSED
+                ops.append(back_to_missed(d["_id"], fence, why, now, origin))
                 out.missed.append(d["_id"])
         database[dbm.MESSAGES].bulk_write(ops, ordered=False)
     log.warning("settled a stopped replay (%s): %s", holder, out.describe())

@@ -53,12 +53,16 @@ def deactivate(
 
 
 def active_for(database: Database[Doc], device: str, token: str) -> list[Doc]:
-    """The active registrations of this device id or of this token string."""
-    return list(
-        database[dbm.TOKENS].find(
-            {"isActive": True, "$or": [{"deviceId": device}, {"token": token}]}
-        )
-    )
+    """The active registrations of this device id or of this token string.
+
+    Two indexed lookups merged here, not one ``$or``: the MongoDB-compatible server used here
+    scans the whole collection for an ``$or`` (18 ms at 1,000 tokens, growing with them), and
+    each lookup alone is a point read on its partial unique index (under 1 ms)."""
+    tokens = database[dbm.TOKENS]
+    found = {d["_id"]: d for d in tokens.find({"deviceId": device, "isActive": True})}
+    for d in tokens.find({"token": token, "isActive": True}):
+        found.setdefault(d["_id"], d)
+    return list(found.values())
 
 
 def new_registration(user_id: str, device: str, token: str, now: dt.datetime) -> Doc:

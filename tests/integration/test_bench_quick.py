@@ -24,7 +24,8 @@ def test_bench_tiny(tmp_path: Path) -> None:
         "TZPUSH_BENCH_FAKE_PORT": "18805",
     }
     argv = [sys.executable, "-m", "bench", "--sizes", "tiny", "--out", str(tmp_path)]
-    argv += ["--only", "plan,idle,herd,outage,drills", "--drills", "broker_kill9,skipped_pass"]
+    argv += ["--only", "plan,idle,herd,outage,drills,api"]
+    argv += ["--drills", "broker_kill9,skipped_pass"]
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=230)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads(next(tmp_path.glob("*.json")).read_text())
@@ -40,4 +41,7 @@ def test_bench_tiny(tmp_path: Path) -> None:
         assert r["terminal"], r
     assert sc["drills"]["broker_kill9"]["lost"] == 0
     assert "opcounters" in sc["idle"]
+    api = sc["api"]  # figures only: no bar is asserted at tiny size
+    assert api["onboarding"]["failed_items"] == 0 and api["floor"]["documents"]["users"] == 50
+    assert api["login"]["errors"] == 0 and api["login"]["logins"] > 0
     assert list(tmp_path.glob("*.png"))

@@ -72,3 +72,43 @@ def test_wakeup_naming_unknown_ids_is_dead_lettered(world):
     assert world.message(mid)["status"] == "success"
     assert world.pushes_to("ExponentPushToken[ghost]") == []
     assert dlq.empty()
+
+
+def test_frames_that_break_a_json_parser_are_dead_lettered_and_the_consumer_goes_on(world):
+    """Issue 15: deep nesting (RecursionError), Infinity (OverflowError), a 400-digit instant
+    and too many items are refused as wake-ups, whatever the exception inside; the metric
+    label comes from a fixed set."""
+    dlq = _dlq(world)
+    world.user("survivor")
+    world.start_consumer()
+    item = {"id": "m", "user": "u", "reminder": "r", "version": 1, "token_id": "t", "to": "x"}
+    poison = [
+        b'{"v": 1, "items": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+        json.dumps(
+            {
+                "v": 1,
+                "id": "w",
+                "category": "meal",
+                "planned_ms": float("inf"),
+                "items": [{**item, "due_ms": 1}],
+            }
+        ).encode(),
+        json.dumps(
+            {
+                "v": 1,
+                "id": "w",
+                "category": "meal",
+                "planned_ms": 1,
+                "items": [{**item, "due_ms": int("9" * 400)}],
+            }
+        ).encode(),
+    ]
+    broker = world.broker()
+    for body in poison:
+        broker.send(world.settings.queue("meal"), body)
+    for _ in poison:
+        _next(dlq)
+    mid = world.due_messages(["survivor"], in_seconds(3))[0]["_id"]
+    wait_for(lambda: world.all_terminal([mid]), 20, what="the valid message after the poison")
+    assert world.message(mid)["status"] == "success"
+    assert len(world.pushes_to("ExponentPushToken[survivor]")) == 1

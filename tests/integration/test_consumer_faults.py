@@ -24,6 +24,7 @@ import pytest
 from shared.clock import utcnow
 from shared.domain.plan import group_wakeups
 from shared.errors import TransientError
+from shared.store import db as dbm
 from tests.integration.consumer_support import (
     arm,
     empty_collections,
@@ -162,3 +163,53 @@ def test_a_second_copy_marked_for_takeover_does_not_take_over_from_a_live_holder
     broker.flush()
     wait_for(lambda: terminal(world, n), 30, what="every message to end")
     _each_once(world, n)
+
+
+def test_a_holder_fenced_by_a_takeover_sends_nothing_more(world):
+    """A loses its broker session after its due group passed the given-back check, just before
+    its attempt record: B takes the redelivered frame over (fencing A first) and sends; A then
+    writes its record, finds its fence and sends nothing, and stops."""
+    n = 25
+    docs = herd(world, n, in_seconds(5), prefix="fe")
+    running = world.start_consumer(consumer_id="cons-a")
+    a = running.consumer
+    entered, release = _gate(a._attempts, "mark")  # after the given-back check, before the record
+    arm(world, docs)
+    wait_for(entered.is_set, 20, what="A about to record its first request")
+    a._client_factory = _unreachable
+    assert a._client is not None
+    a._client.close()
+    world.start_consumer(consumer_id="cons-b")
+    wait_for(lambda: terminal(world, n), 30, what="B to send the redelivered wake-up")
+    release.set()
+    running.thread.join(30)  # A's due group goes on, then A stops (or not, if unfenced)
+    _each_once(world, n)
+    assert status_counts(world) == {"success": n}
+    assert not running.thread.is_alive(), "a fenced consumer stops"
+    assert running.result == [1] and a.fenced
+
+
+def test_a_bug_in_the_final_check_releases_the_guards_and_parks_the_wakeup(world):
+    """A non-database exception at the due instant (a bug): nothing of that due group leaves,
+    its guards are released (nothing stays taken by a consumer that will not send), the wake-up
+    goes to the dead-letter queue, and the consumer goes on with the next one."""
+    n = 10
+    docs = herd(world, n, in_seconds(4), prefix="bug")
+    a = world.start_consumer(consumer_id="cons-a").consumer
+    calls = {"n": 0}
+    real = a._recent_changes
+
+    def broken() -> set[str]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected bug")
+        return real()
+
+    a._recent_changes = broken  # type: ignore[method-assign]
+    arm(world, docs)
+    wait_for(lambda: calls["n"] >= 1, 20, what="the final check")
+    wait_for(lambda: world.db[dbm.SENDS].count_documents({}) == 0, 10, what="guards released")
+    assert world.fake.pushes() == []
+    after = herd(world, 5, in_seconds(3), prefix="next")
+    arm(world, after)
+    wait_for(lambda: status_counts(world).get("success", 0) == 5, 20, what="the next wake-up")

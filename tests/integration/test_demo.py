@@ -4,21 +4,47 @@ The demo runs as a subprocess without a TTY (plain log lines), with its reminder
 whole minute at least 20 s ahead, and stops by itself once everything has ended. The test checks
 that every seeded push reached the fake at its due instant, that the two changes of mind were
 cancelled with their reasons, that the dead device was deactivated, and that the printed summary
-matches the database.
+matches the database. The demo also serves the HTTP API (a `tzpush api` child on a free port):
+the curl line it prints works while it runs (the test calls that URL with that key, and /docs),
+and the API is gone once the demo has stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import socket
 import subprocess
 import sys
+import threading
 from collections import Counter
+
+import httpx
 
 from shared.store import db as dbm
 from tests.integration.conftest import REPO_ROOT
 
 DEMO_DB = "tzpush_demo_test"
+CURL = re.compile(r"^curl .*/v1/users/\S+/messages$", re.M)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _curl_request(line: str) -> tuple[str, dict[str, str]]:
+    """The URL and headers of a printed `curl -s -H '...' URL` line."""
+    words = shlex.split(line)
+    headers = {}
+    for i, word in enumerate(words):
+        if word == "-H":
+            name, _, value = words[i + 1].partition(": ")
+            headers[name] = value
+    return words[-1], headers
 
 
 def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tmp_path):
@@ -29,19 +55,62 @@ def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tm
         "TZPUSH_STOMP__PORT": str(s.stomp.port),
         "TZPUSH_LOCAL__STATE_DIR": s.local.state_dir,
         "TZPUSH_METRICS__PORT": "0",
+        "PYTHONUNBUFFERED": "1",
     }
+    api_port = _free_port()
     summary_file = tmp_path / "summary.json"
     cmd = [
         sys.executable, "-m", "ops.cli", "demo", "--no-services", "--fake-port", "0",
         "--database", DEMO_DB, "--minutes", "1", "--min-lead", "20", "--until-done",
-        "--duration", "150", "--summary-json", str(summary_file),
+        "--duration", "150", "--summary-json", str(summary_file), "--api-port", str(api_port),
     ]  # fmt: skip
+    lines: list[str] = []
+    curl_seen = threading.Event()
+
+    def read(stream) -> None:
+        for line in stream:
+            lines.append(line)
+            if CURL.match(line.strip()):
+                curl_seen.set()
+
+    stderr_file = tmp_path / "stderr.txt"
     try:
-        proc = subprocess.run(
-            cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=200
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        out = proc.stdout
+        with stderr_file.open("w") as err:
+            proc = subprocess.Popen(
+                cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True
+            )
+        reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+        reader.start()
+        try:
+            # While the demo runs: the printed curl line works as it stands, and so does /docs.
+            assert curl_seen.wait(90), "".join(lines)[-3000:]
+            out_so_far = "".join(lines)
+            curl = CURL.search(out_so_far)
+            assert curl is not None
+            url, headers = _curl_request(curl.group(0))
+            assert url == f"http://127.0.0.1:{api_port}/v1/users/u00/messages"
+            assert headers["Authorization"].startswith("Bearer tzp_")
+            answer = httpx.get(url, headers=headers, timeout=10)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["items"], "u00 has messages planned by now"
+            assert all(m["userId"] == "u00" for m in answer.json()["items"])
+            assert httpx.get(url, timeout=10).status_code == 401  # the key is what lets it in
+            assert f"http://127.0.0.1:{api_port}/docs" in out_so_far
+            assert httpx.get(f"http://127.0.0.1:{api_port}/docs", timeout=10).status_code == 200
+            proc.wait(timeout=200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        reader.join(timeout=10)
+        assert proc.returncode == 0, stderr_file.read_text()[-3000:]
+        out = "".join(lines)
+        # Stopped with everything else: nothing answers on the API's port any more.
+        try:
+            httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=2)
+            raise AssertionError("the demo's API still answers after the demo stopped")
+        except httpx.TransportError:
+            pass
         summary = json.loads(summary_file.read_text())
         database = mongo_client[DEMO_DB]
         msgs = list(database[dbm.MESSAGES].find())

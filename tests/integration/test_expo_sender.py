@@ -15,7 +15,7 @@ import pytest
 
 from devstack.fake_expo import FakeExpo
 from shared.domain.outcomes import ErrorCode
-from shared.errors import PermanentError
+from shared.errors import PermanentError, TransientError
 from shared.expo.pushes import OutgoingPush, PushOutcome
 from shared.expo.sender import ExpoSender
 from shared.settings import ExpoSettings
@@ -359,3 +359,16 @@ def test_an_unreadable_2xx_is_not_resent_its_outcome_is_unknown(make_sender: Any
         server.shutdown()
     assert len(hits) == 1, f"{len(hits)} requests: an accepted chunk was sent again"
     assert all(not o.ok and o.code is ErrorCode.OUTCOME_UNKNOWN for o in outcomes)
+
+
+def test_a_receipts_read_timeout_is_asked_again(make_fake: MakeFake, make_sender: Any) -> None:
+    """Asking for receipts twice changes nothing at Expo: a lost answer is asked for again, and
+    what is still missing after the retries is a passing failure (poll later), not permanent."""
+    fake = make_fake()
+    sender = make_sender(fake.url, timeout_s=0.5, max_retries=2, backoff_base_s=0.01)
+    ids = [o.ticket_id or "" for o in sender.send(pushes(3))]
+    fake.configure(latency_ms=800)
+    before = fake.stats()["requests"]
+    with pytest.raises(TransientError):
+        sender.get_receipts(ids)
+    assert fake.stats()["requests"] - before == 3

@@ -7,7 +7,9 @@ starting consumer). Message updates were always idempotent; the cap refunds (``$
 counter) and the failure count of a token were not. Each journal below holds, for one capped
 user and one token: a success pushed at t0, then two failures (``MessageRateExceeded``, capped)
 pushed at t0 + 1 s. Merged once: two reservations back (counter 3 -> 1), failureCount 2, the
-token still active.
+token still active. Since issue 15 ``MessageRateExceeded`` no longer counts against a device (the
+table, ``TOKEN_EFFECTS``, marks no Expo code so); the ``counted`` fixture marks it for these
+tests, whose subject is merging twice, not the table.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ import consumer.recorder as recorder_mod
 import shared.store.journal as journal
 import shared.store.tokens as tokens_mod
 from consumer.recorder import Job, Recorder
-from shared.domain.outcomes import journal_row, pack_journal
+from shared.domain.outcomes import (
+    TOKEN_EFFECTS,
+    EffectKind,
+    ErrorCode,
+    journal_row,
+    pack_journal,
+)
 from shared.errors import TransientError
 from shared.store import db as dbm
 from shared.store.journal import merge_journal
@@ -38,6 +46,12 @@ USER, TOKEN, DAY = "cap-user", "cap-token", "2026-11-30"
 COUNTER = f"{USER}:{DAY}"
 OK_ID, FAIL_IDS = "m-ok", ["m-f1", "m-f2"]
 MERGED_ONCE = {"count": 1, "failureCount": 2, "isActive": True}
+
+
+@pytest.fixture(autouse=True)
+def counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These journals' failures count against the token (see the module's docstring)."""
+    monkeypatch.setitem(TOKEN_EFFECTS, ErrorCode.MESSAGE_RATE_EXCEEDED, EffectKind.FAIL)
 
 
 def _row(mid: str, ok: bool) -> list[Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pymongo import monitoring
 
-import creator.planner as planner_mod
+import creator.rearm as planner_mod
 from creator.planner import Planner
 from shared.clock import utcnow
 from shared.domain.plan import group_wakeups

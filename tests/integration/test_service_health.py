@@ -73,3 +73,26 @@ def test_creator_health_and_sigterm(world: World) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_healthz_says_which_categories_no_live_consumer_takes(world: World) -> None:
+    """Issue 15: the registry of live senders tells /healthz (an alert, still 200: restarting
+    the creator would not start a consumer)."""
+    creator, port = start(world, "creator")
+    consumer = None
+    try:
+        code, body = wait_for(lambda: health(port), 60, what="/healthz answering")
+        assert code == 200
+        said = body["alerts"]["consumers"]
+        assert said.startswith("no consumer alive for category ") and "meal" in said
+        consumer, _ = start(world, "consumer")
+
+        def meal_covered() -> bool:  # a consumer of every category: no alert left
+            return "consumers" not in (health(port) or (0, {}))[1].get("alerts", {})
+
+        wait_for(meal_covered, 30, what="the consumer to register")
+    finally:
+        for proc in (creator, consumer):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)

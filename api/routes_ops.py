@@ -1,0 +1,143 @@
+"""Operators: ``GET /v1/stats`` and ``POST /v1/replays`` (ops scope), ``GET /metrics`` (ops
+scope), and the unauthenticated probes ``GET /healthz`` (the process answers) and
+``GET /readyz`` (the database and the broker answer too)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import JSONResponse
+
+from api import checks
+from api.deps import BackendDep, OpsCaller
+from api.models import Health, ReplayedMessage, ReplayIn, ReplayOut
+from api.problems import MEDIA_TYPE, field_error, invalid, problem_responses
+from shared.domain.messages import Status
+from shared.errors import InputError
+
+router = APIRouter(tags=["operators"])
+REPLAY_LIST = 1000
+
+
+@router.get(
+    "/v1/stats",
+    summary="Counts, reasons, lateness, tokens, pending by hour (as `tzpush stats --json`)",
+    responses={
+        200: {"content": {"application/json": {"schema": {"type": "object"}}}},
+        **problem_responses(401, 403, 422, 503),
+    },
+)
+def stats(
+    b: BackendDep,
+    _: OpsCaller,
+    since: Annotated[
+        str | None, Query(max_length=64, description="only messages due at or after (ISO 8601)")
+    ] = None,
+) -> dict[str, Any]:
+    from ops import stats as ops_stats
+
+    start = None
+    if since is not None:
+        try:
+            start = checks.instant(since, "since")
+        except InputError as exc:
+            raise invalid([field_error("since", str(exc), "query")]) from None
+    result: dict[str, Any] = ops_stats.compute(b.db, start, categories=b.settings.categories)
+    return result
+
+
+@router.post(
+    "/v1/replays",
+    response_model=ReplayOut,
+    summary="Send missed (or project-failed) messages again, each at most once",
+    responses=problem_responses(400, 401, 403, 413, 422, 503),
+)
+def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller) -> ReplayOut:
+    """The same selection and rules as `tzpush replay`; `dryRun` lists and changes nothing.
+    A real replay runs before the answer (each message is judged at the replay's instant and
+    sent through Expo) and records the key's name as who replayed."""
+    from ops.replay import Replayer, Selection, resume, select
+
+    b.check_categories(list(body.categories), "categories")
+    try:
+        sel = Selection(
+            since=checks.instant(body.since, "since") if body.since else None,
+            until=checks.instant(body.until, "until") if body.until else None,
+            categories=body.categories,
+            users=body.users,
+            ids=body.ids,
+            status=Status(body.status),
+            causes=body.causes,
+        )
+    except InputError as exc:
+        raise invalid([field_error("causes", str(exc))]) from None
+    by = f"api:{caller.name}"
+    if not body.dry_run:
+        resume(b.db, by)
+    docs = select(b.db, sel)
+    listed = [
+        ReplayedMessage(
+            id=str(d["_id"]),
+            user_id=d.get("userId") if isinstance(d.get("userId"), str) else None,
+            category=d.get("category") if isinstance(d.get("category"), str) else None,
+            scheduled_at=d.get("scheduledAt"),
+            reason=d.get("reason") if isinstance(d.get("reason"), str) else None,
+        )
+        for d in docs[:REPLAY_LIST]
+    ]
+    counts: dict[str, int] = {}
+    if docs and not body.dry_run:
+        from shared import metrics
+        from shared.expo.sender import ExpoSender
+
+        sender = ExpoSender(b.settings.expo, on_event=metrics.expo_event)
+        try:
+            replayer = Replayer(b.db, b.settings, sender, by, body.reason, selection=sel)
+            counts = dict(replayer.run(docs))
+        finally:
+            sender.close()
+    return ReplayOut(dry_run=body.dry_run, selected=len(docs), messages=listed, counts=counts)
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
+def healthz() -> Health:
+    return Health(ok=True)
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    summary="Readiness: the database and the broker answer",
+    responses={503: {"model": Health, "description": "not ready"}},
+)
+def readyz(b: BackendDep) -> Any:
+    problems: dict[str, str] = {}
+    try:
+        b.db.client.admin.command("ping")
+    except Exception as exc:  # any failure to ping means not ready; said, not raised
+        problems["database"] = f"unreachable: {type(exc).__name__}"
+    broker = b.manager.planner.broker
+    if broker is None or not broker.connected:
+        problems["broker"] = "not connected"
+    if problems:
+        return JSONResponse({"ok": False, "problems": problems}, status_code=503)
+    return Health(ok=True)
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics of this process",
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **problem_responses(401, 403),
+    },
+)
+def metrics_page(_: OpsCaller) -> Response:
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+__all__ = ["MEDIA_TYPE", "router"]

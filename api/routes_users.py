@@ -1,0 +1,98 @@
+"""``/v1/users/{userId}`` (PUT, GET, DELETE = erasure) and its devices (PUT = login, DELETE =
+logout, GET = the user's active registrations)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from api.deps import AppCaller, BackendDep
+from api.models import DeviceIn, DeviceOut, UserIn, UserOut
+from api.params import DeviceId, UserId
+from api.problems import NO_CONTENT, READS, WRITES, problem_responses
+from api.views import device_out, user_out
+from shared.store import db as dbm
+
+router = APIRouter(prefix="/v1/users", tags=["users"])
+
+
+@router.put(
+    "/{userId}",
+    response_model=UserOut,
+    summary="Create or replace a user",
+    responses=problem_responses(400, 401, 413, 422, 503),
+)
+def put_user(user_id: UserId, body: UserIn, b: BackendDep, _: AppCaller) -> UserOut:
+    """The user as a whole: a category left out is on, no quietHours/dailyCap clears them. A
+    new time zone re-plans every pending message at once (as `tzpush users upsert`)."""
+    b.check_categories(list(body.categories), "categories")
+    quiet = (body.quiet_hours.start, body.quiet_hours.end) if body.quiet_hours else None
+    doc = b.manager.upsert_user(
+        user_id,
+        timezone=body.timezone,
+        enabled=body.enabled,
+        categories={c: body.categories.get(c, True) for c in b.settings.categories},
+        quiet_hours=quiet,
+        daily_cap=body.daily_cap,
+    )
+    return user_out(doc, b.settings.categories)
+
+
+@router.get(
+    "/{userId}",
+    response_model=UserOut,
+    summary="A user",
+    responses=READS,
+)
+def get_user(user_id: UserId, b: BackendDep, _: AppCaller) -> UserOut:
+    return user_out(b.manager.get_user(user_id), b.settings.categories)
+
+
+@router.delete(
+    "/{userId}",
+    summary="Erase a user",
+    **NO_CONTENT,
+)
+def delete_user(user_id: UserId, b: BackendDep, _: AppCaller) -> Response:
+    """Erasure: pending (and missed) messages cancelled, devices deactivated and removed,
+    reminders and the user removed; message history kept anonymised (docs/api.md)."""
+    b.manager.erase_user(user_id)
+    return Response(status_code=204)
+
+
+@router.put(
+    "/{userId}/devices/{deviceId}",
+    response_model=DeviceOut,
+    summary="A login: this device's push token now belongs to this user",
+    responses=WRITES,
+)
+def put_device(
+    user_id: UserId, device_id: DeviceId, body: DeviceIn, b: BackendDep, _: AppCaller
+) -> DeviceOut:
+    """One active registration per device and per token string: a device (or token) another
+    user held is taken from them, and their pending messages for it are cancelled."""
+    doc = b.manager.register_token(user_id, device=device_id, token=body.token)
+    return device_out(doc)
+
+
+@router.delete(
+    "/{userId}/devices/{deviceId}",
+    summary="A logout: this user's registration of the device is deactivated",
+    **NO_CONTENT,
+)
+def delete_device(user_id: UserId, device_id: DeviceId, b: BackendDep, _: AppCaller) -> Response:
+    """Deactivates only this user's registration, so a late logout never logs out whoever
+    holds the device now. Logging out twice is fine."""
+    b.manager.logout(user_id, device_id)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{userId}/devices",
+    response_model=list[DeviceOut],
+    summary="The user's active device registrations",
+    responses=READS,
+)
+def list_devices(user_id: UserId, b: BackendDep, _: AppCaller) -> list[DeviceOut]:
+    b.manager.get_user(user_id)
+    docs = b.db[dbm.TOKENS].find({"userId": user_id, "isActive": True}).sort("_id", 1)
+    return [device_out(d) for d in docs.limit(1000)]

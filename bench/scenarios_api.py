@@ -1,0 +1,213 @@
+"""Scenario ``api``: the HTTP API (``tzpush api``, a subprocess on the bench stack).
+
+(a) Onboarding: N users, each with one device and two reminders, through ``POST /v1/batch`` in
+batches of 1,000 items, one client. The floor is the database's own time for the same writes:
+every document the batch left in the database (users, tokens, reminders, the messages planned at
+once, the change log...) copied and inserted directly (``insert_many``, 1,000 at a time) into a
+fresh database with the same indexes, on the same server. Bar: onboarding <= 1.5 x floor.
+
+(b) Logins: ``PUT /v1/users/{u}/devices/{d}`` (a new device and token for an onboarded user),
+20 concurrent clients (threads, each with its own keep-alive connection), latency as each client
+saw it. Bar: p95 < 100 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from api.app import ensure_api_indexes
+from api.keys import hash_key, new_key
+from bench.scenarios_herd import pct
+from bench.stack import TZPUSH, BenchStack, Proc
+from shared.store import db as dbm
+
+Doc = dict[str, Any]
+BATCH = 1000
+CLIENTS = 20
+ZONES = ("Europe/Berlin", "America/New_York", "Asia/Tokyo", "Asia/Kathmandu", "Australia/Sydney")
+PLAN = (("meal", "lunch", "12:30"), ("medication", "pill", "08:15"))
+RATIO_BAR = 1.5
+P95_BAR_MS = 100.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def user_id(i: int) -> str:
+    return f"api-u{i:06d}"
+
+
+def onboarding_items(n: int) -> list[Doc]:
+    """Per user: the user, one device, two reminders (4 items), in order."""
+    items: list[Doc] = []
+    for i in range(n):
+        uid = user_id(i)
+        items.append({"op": "user", "userId": uid, "user": {"timezone": ZONES[i % len(ZONES)]}})
+        items.append(
+            {
+                "op": "device",
+                "userId": uid,
+                "deviceId": f"phone-{i}",
+                "device": {"token": f"ExponentPushToken[api-{i:06d}]"},
+            }
+        )
+        for k, (category, label, at) in enumerate(PLAN):
+            items.append(
+                {
+                    "op": "reminder",
+                    "userId": uid,
+                    "reminderId": f"{uid}-r{k}",
+                    "reminder": {"category": category, "label": label, "at": at},
+                }
+            )
+    return items
+
+
+def start_api(st: BenchStack, key: str) -> tuple[Proc, str]:
+    settings = st.settings_for("api")
+    port = _free_port()
+    keys = json.dumps([{"name": "bench", "scope": "app", "sha256": hash_key(key)}])
+    env = st.env(settings, TZPUSH_API__KEYS=keys, TZPUSH_API__PORT=str(port))
+    proc = Proc("api", [str(TZPUSH), "api"], env, st.log_dir / "api.log")
+    st.procs.append(proc)
+    proc.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"tzpush api exited: {proc.log_lines()[-5:]}")
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"tzpush api not ready: {proc.log_lines()[-5:]}")
+
+
+def onboard(client: httpx.Client, items: list[Doc]) -> Doc:
+    t0 = time.perf_counter()
+    failed = 0
+    per_batch = []
+    for start in range(0, len(items), BATCH):
+        t = time.perf_counter()
+        answer = client.post("/v1/batch", json={"items": items[start : start + BATCH]})
+        answer.raise_for_status()
+        failed += answer.json()["failed"]
+        per_batch.append(time.perf_counter() - t)
+    wall = time.perf_counter() - t0
+    return {
+        "seconds": round(wall, 2),
+        "items": len(items),
+        "items_per_s": round(len(items) / wall, 1),
+        "batches": len(per_batch),
+        "batch_seconds_max": round(max(per_batch), 2),
+        "failed_items": failed,
+    }
+
+
+def floor(st: BenchStack, source: str) -> Doc:
+    """The same documents inserted directly into a fresh database with the same indexes."""
+    src = st.client[source]
+    target = st.client[f"{source}_floor"]
+    dbm.ensure_indexes(target)
+    ensure_api_indexes(target)
+    docs: dict[str, list[Doc]] = {}
+    for name in sorted(src.list_collection_names()):
+        if name.startswith("system."):
+            continue
+        # What ensuring the indexes wrote itself (the planner's bookkeeping) is not onboarding.
+        there = set(target[name].distinct("_id"))
+        docs[name] = [d for d in src[name].find() if d["_id"] not in there]
+    t0 = time.perf_counter()
+    for name, rows in docs.items():
+        for start in range(0, len(rows), BATCH):
+            target[name].insert_many(rows[start : start + BATCH], ordered=False)
+    wall = time.perf_counter() - t0
+    return {
+        "seconds": round(wall, 2),
+        "documents": {name: len(rows) for name, rows in docs.items() if rows},
+    }
+
+
+def logins(url: str, key: str, n_users: int, total: int) -> Doc:
+    """``total`` logins spread over CLIENTS threads; each a new device of an onboarded user."""
+    latencies: list[float] = []
+    errors: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(CLIENTS)
+
+    def client_loop(c: int) -> None:
+        mine: list[float] = []
+        bad: list[int] = []
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+            client.get("/healthz")  # the connection is open before the clock starts
+            start.wait()
+            for j in range(c, total, CLIENTS):
+                i = j % n_users
+                path = f"/v1/users/{user_id(i)}/devices/login-{j}"
+                t = time.perf_counter()
+                answer = client.put(path, json={"token": f"ExponentPushToken[login-{j:07d}]"})
+                mine.append((time.perf_counter() - t) * 1000)
+                if answer.status_code != 200:
+                    bad.append(answer.status_code)
+        with lock:
+            latencies.extend(mine)
+            errors.extend(bad)
+
+    threads = [threading.Thread(target=client_loop, args=(c,)) for c in range(CLIENTS)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 1)
+
+    return {
+        "clients": CLIENTS,
+        "logins": len(latencies),
+        "errors": len(errors),
+        "per_s": round(len(latencies) / wall, 1),
+        "ms_p50": r(pct(latencies, 50)),
+        "ms_p95": r(pct(latencies, 95)),
+        "ms_max": r(max(latencies) if latencies else None),
+    }
+
+
+def run_api(st: BenchStack, n: int, total_logins: int) -> Doc:
+    key = new_key()
+    proc, url = start_api(st, key)
+    try:
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=600) as client:
+            client.get("/healthz")
+            onboarding = onboard(client, onboarding_items(n))
+        cpu = proc.cpu()
+        base = floor(st, st.dbname)  # before the logins add their own documents
+        login = logins(url, key, n, total_logins)
+    finally:
+        proc.stop()
+    ratio = onboarding["seconds"] / base["seconds"] if base["seconds"] else None
+    return {
+        "users": n,
+        "onboarding": onboarding,
+        "floor": base,
+        "ratio_to_floor": None if ratio is None else round(ratio, 2),
+        "onboarding_bar_ok": ratio is not None and ratio <= RATIO_BAR,
+        "login": login,
+        "login_bar_ok": login["errors"] == 0 and (login["ms_p95"] or 1e9) < P95_BAR_MS,
+        "api_cpu_s_onboarding": round(cpu, 2),
+    }

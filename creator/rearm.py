@@ -1,0 +1,125 @@
+"""Re-arming from the database: ``tzpush rebuild`` and the re-arm of an interrupted pass.
+
+Streams: pending messages are read with a cursor in due order, ``REARM_CHUNK`` at a time, so the
+memory of a rebuild does not grow with the number of pending messages. Kept apart from the
+planner's passes: it reads messages, not reminders, and its takeover rule (which guards a
+rebuild may hand over) concerns consumers that stopped, not planning.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shared.domain.messages import Doc, Status
+from shared.domain.plan import WakeupStream
+from shared.store import db as dbm
+
+if TYPE_CHECKING:
+    from creator.planner import Planner
+
+# A re-arm reads and arms this many pending messages at a time: its memory is bounded by this,
+# not by the number of pending messages.
+REARM_CHUNK = 5000
+# A consumer holds a guard from the lead time before a due instant until it sends; past this
+# margin after both its guard and the due instant (plus lead and wake-up window), a guard on a
+# message still pending is presumed left by a consumer that stopped (see Planner.rearm).
+STOPPED_MARGIN_S = 60.0
+
+
+@dataclass
+class Rearmed:
+    """What a re-arm did (printed by ``tzpush rebuild``)."""
+
+    messages: int = 0
+    wakeups: int = 0
+    taken_over: int = 0  # guarded by a consumer presumed stopped: armed for a takeover
+    held: int = 0  # guarded by a consumer that may still be running: left to it
+
+
+def rearm(
+    planner: Planner,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    progress: Callable[[int], object] | None = None,
+    take_over_stopped: bool = False,
+) -> Rearmed:
+    """Publish wake-ups for every pending message due in ``[start, end)``, from the database.
+
+    Streams: the pending messages are read with a cursor in due order and armed
+    ``REARM_CHUNK`` at a time, each category's last wake-up carried into the next chunk
+    while it can still grow (``WakeupStream``), so wake-ups stay full and memory is bounded
+    by the chunk. ``progress`` gets the number of messages of each wake-up published.
+
+    Each wake-up keeps the snapshot time of what it names (the oldest ``plannedAt``), not
+    the time of the re-arm: the consumer rechecks every change made since the data was read.
+
+    ``take_over_stopped`` (``tzpush rebuild``, after the broker lost its store, when no
+    frame of a dead consumer will ever be redelivered): messages guarded by a consumer
+    presumed stopped go in wake-ups marked ``takeover``, whose consumer takes those guards
+    over as for a redelivered frame (the holder fenced, its journal merged, its attempt
+    records ending what may have left ``failed``). Presumed stopped: both the guard and the
+    due instant are older than lead + wake-up window + ``STOPPED_MARGIN_S``, by when a
+    running consumer has sent the message or recorded the attempt. Anything else guarded is
+    left to its holder, in ordinary wake-ups that skip it.
+    """
+    c = planner.settings.creator
+    flt = {
+        "status": Status.PENDING.value,
+        "isDeleted": False,
+        "scheduledAt": {"$gte": start, "$lt": end},
+    }
+    chunk = REARM_CHUNK
+    cursor = planner.db[dbm.MESSAGES].find(flt).sort("scheduledAt", 1).batch_size(chunk)
+    now = planner.clock()
+    kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": c.wakeup_window_seconds}
+    plain = WakeupStream(planned_at=now, **kw)
+    taking = WakeupStream(planned_at=now, takeover=True, **kw)
+    out = Rearmed()
+    try:
+        while docs := list(itertools.islice(cursor, chunk)):
+            out.messages += len(docs)
+            stopped: set[str] = set()
+            if take_over_stopped:
+                stopped, held = _held_by_stopped(planner, docs)
+                out.taken_over += len(stopped)
+                out.held += held
+            wakeups = plain.add([d for d in docs if d["_id"] not in stopped])
+            wakeups += taking.add([d for d in docs if d["_id"] in stopped])
+            out.wakeups += len(planner._send_wakeups(wakeups, progress))
+        out.wakeups += len(planner._send_wakeups(plain.close() + taking.close(), progress))
+    finally:
+        cursor.close()
+    if out.wakeups and planner.broker is not None:
+        planner.broker.flush()
+    if planner.on_armed and out.wakeups:
+        planner.on_armed(out.wakeups)
+    return out
+
+
+def _held_by_stopped(planner: Planner, docs: list[Doc]) -> tuple[set[str], int]:
+    """Ids of ``docs`` guarded by a consumer presumed stopped, and how many others are held.
+
+    Only messages a consumer can hold are looked up: due before now + lead + wake-up window
+    (a wake-up fires ``lead`` before its first due instant and spans one window).
+    """
+    c = planner.settings.creator
+    now = planner.clock()
+    reach = dt.timedelta(seconds=c.lead_seconds + c.wakeup_window_seconds)
+    stale = now - reach - dt.timedelta(seconds=STOPPED_MARGIN_S)
+    due = {d["_id"]: d["scheduledAt"] for d in docs if d["scheduledAt"] < now + reach}
+    if not due:
+        return set(), 0
+    stopped: set[str] = set()
+    held = 0
+    for g in planner.db[dbm.SENDS].find({"_id": {"$in": sorted(due)}}, {"owner": 1, "at": 1}):
+        at = g.get("at")
+        if isinstance(at, dt.datetime) and at <= stale and due[g["_id"]] <= stale:
+            stopped.add(g["_id"])
+        else:
+            held += 1
+    return stopped, held

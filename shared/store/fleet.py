@@ -1,0 +1,138 @@
+"""The registry of live senders, and each one's share of Expo's rate.
+
+Every process that sends to Expo (each consumer, each ``tzpush replay``) keeps a document in
+``expo_senders`` fresh (a heartbeat every ``PERIOD_S``) and sends at ``fleet_rate / N``, N being
+the senders whose heartbeat is younger than ``LIVE_S``. So the fleet as a whole stays within
+Expo's 600/s however many consumers run: 4 in steady state, 8 during a deploy, more with
+``compose --scale`` or a replay beside them. A sender that joins reads the registry before its
+first request and, when others are live, waits one period so that they have seen it before it
+sends: a sender joining never adds its share on top of theirs. One that leaves lowers the total
+until the others see it. When the database cannot be read the last known share is kept.
+
+The same documents tell ``tzpush stats`` and ``/healthz`` which categories have a live consumer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterable
+
+from pymongo.database import Database
+from pymongo.errors import PyMongoError
+
+from shared.clock import Clock, utcnow
+from shared.domain.messages import Doc
+from shared.store import db as dbm
+
+log = logging.getLogger(__name__)
+
+PERIOD_S = 0.5
+LIVE_S = 3.0
+
+
+def live_senders(database: Database[Doc], now: dt.datetime) -> list[Doc]:
+    """Senders whose heartbeat is younger than ``LIVE_S``."""
+    since = now - dt.timedelta(seconds=LIVE_S)
+    return list(database[dbm.SENDERS].find({"heartbeatAt": {"$gte": since}}))
+
+
+def categories_without_consumer(
+    database: Database[Doc], categories: Iterable[str], now: dt.datetime
+) -> list[str]:
+    """The configured categories that no live consumer takes."""
+    covered: set[str] = set()
+    for s in live_senders(database, now):
+        if s.get("kind") == "consumer":
+            covered.update(s.get("categories") or [])
+    return [c for c in categories if c not in covered]
+
+
+class FleetShare:
+    """This process's place in the registry and its share of ``fleet_rate``.
+
+    ``rate()`` is what a sender's limiter asks before each request; ``start()`` registers (and
+    reads the registry once, so the first request already goes at the shared rate) and starts
+    the heartbeat; ``stop()`` leaves the registry.
+    """
+
+    def __init__(
+        self,
+        database: Database[Doc],
+        sender_id: str,
+        fleet_rate: float,
+        *,
+        kind: str = "consumer",
+        categories: Iterable[str] = (),
+        clock: Clock = utcnow,
+    ) -> None:
+        self.db, self.clock = database, clock
+        self.sender_id, self.kind, self.categories = sender_id, kind, sorted(categories)
+        self.fleet_rate = fleet_rate
+        self.senders = 1  # live senders, this one included, as last read
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def rate(self) -> float:
+        return self.fleet_rate / max(1, self.senders)
+
+    def start(self) -> FleetShare:
+        """Register, read the registry, and start the heartbeat. When others are already
+        sending, wait until they have seen this one (one period) before the first request:
+        joining then never adds this sender's share on top of theirs, even for a moment."""
+        self._beat()
+        if self.senders > 1:
+            self._stop.wait(PERIOD_S + 0.1)
+            self._beat()
+        self._thread = threading.Thread(target=self._loop, name="fleet", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(PERIOD_S * 4)
+        try:
+            self.db[dbm.SENDERS].delete_one({"_id": self.sender_id})
+        except PyMongoError as exc:
+            log.warning("could not leave the sender registry (%s); it expires by itself", exc)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(PERIOD_S):
+            self._beat()
+
+    def _beat(self) -> None:
+        now = self.clock()
+        try:
+            self.db[dbm.SENDERS].update_one(
+                {"_id": self.sender_id},
+                {
+                    "$set": {"heartbeatAt": now, "kind": self.kind, "categories": self.categories},
+                    "$setOnInsert": {
+                        "startedAt": now,
+                        "host": socket.gethostname(),
+                        "pid": os.getpid(),
+                    },
+                },
+                upsert=True,
+            )
+            n = len(live_senders(self.db, now))
+        except PyMongoError as exc:
+            log.warning(
+                "sender registry unreadable (%s); keeping a share of 1/%d", exc, self.senders
+            )
+            return
+        if n != self.senders:
+            log.info("%d live senders: sending at %.0f/s", n, self.fleet_rate / max(1, n))
+        self.senders = max(1, n)
+
+
+def consumer_alerts(database: Database[Doc], categories: Iterable[str]) -> dict[str, str]:
+    """``/healthz`` alerts: ``{"consumers": "no consumer alive for category X, Y"}``, or ``{}``."""
+    missing = categories_without_consumer(database, categories, utcnow())
+    if not missing:
+        return {}
+    return {"consumers": "no consumer alive for category " + ", ".join(missing)}

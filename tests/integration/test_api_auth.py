@@ -1,0 +1,149 @@
+"""tzpush api: keys and scopes, problem details for every error, the body limit, probes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.test_api_support import ApiServer, prepare, start_api
+
+PROBLEM = "application/problem+json"
+LIMIT = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def api(stack) -> Iterator[ApiServer]:
+    with start_api(stack.settings, max_body_bytes=LIMIT) as server:
+        yield server
+
+
+@pytest.fixture
+def app(api, db):
+    prepare(db)
+    with api.client("app") as c:
+        yield c
+
+
+def _problem(r, status):
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    body = r.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    assert body["type"].startswith("/problems/")
+    return body
+
+
+def test_no_key_or_a_wrong_key_is_401(api, db):
+    with api.client(None) as c:
+        body = _problem(c.get("/v1/users/u1"), 401)
+        assert c.get("/v1/users/u1").headers["www-authenticate"].startswith("Bearer")
+    assert "Bearer" in body["detail"]
+    with api.client("tzp_not-a-key") as c:
+        _problem(c.get("/v1/users/u1"), 401)
+    with api.client(None, headers={"Authorization": "Basic dXNlcjpwYXNz"}) as c:
+        _problem(c.get("/v1/users/u1"), 401)
+
+
+def test_an_app_key_is_403_on_operator_resources_and_an_ops_key_may_do_both(api, app):
+    assert _problem(app.get("/v1/stats"), 403)["detail"].endswith("this needs ops")
+    _problem(app.post("/v1/replays", json={"dryRun": True}), 403)
+    _problem(app.get("/metrics"), 403)
+    with api.client("ops") as ops:
+        assert ops.get("/v1/stats").status_code == 200
+        assert ops.get("/metrics").status_code == 200
+        assert ops.put("/v1/users/o1", json={"timezone": "UTC"}).status_code == 200
+
+
+def test_an_unknown_time_zone_names_the_field_and_the_value(app):
+    r = app.put("/v1/users/u1", json={"timezone": "Europe/Berln", "dailyCap": 0})
+    body = _problem(r, 422)
+    errors = {e["name"]: e for e in body["errors"]}
+    assert errors["timezone"]["message"] == "unknown time zone 'Europe/Berln'"
+    assert errors["timezone"]["in"] == "body"
+    assert "dailyCap" in errors
+
+
+def test_validation_uses_the_cli_rules(app):
+    assert app.put("/v1/users/u1", json={"timezone": "Asia/Tashkent"}).status_code == 200
+    cases = {
+        "at": ({"at": "7:30"}, "time of day must be 'HH:MM'"),
+        "category": ({"category": "lunch"}, "unknown category 'lunch'"),
+        "offsetMinutes": ({"offsetMinutes": 5000}, "less than or equal to 1440"),
+        "weekdays.0": ({"weekdays": ["monday"]}, "'mon'"),
+        "label": ({"label": "a\tb"}, "control character"),
+        "data": ({"data": {"x": "y" * 5000}}, "over the 4096-byte limit"),
+        "timezone": ({"timezone": "UTC"}, "is not a field of this resource"),
+    }
+    base = {"category": "meal", "label": "lunch", "at": "12:30"}
+    for name, (change, message) in cases.items():
+        r = app.put("/v1/users/u1/reminders/r1", json={**base, **change})
+        body = _problem(r, 422)
+        assert any(e["name"] == name and message in e["message"] for e in body["errors"]), (
+            name,
+            body,
+        )
+    r = app.put("/v1/users/u1/devices/d1", json={"token": "not-a-token"})
+    assert "not an Expo push token" in _problem(r, 422)["errors"][0]["message"]
+    r = app.get("/v1/users/" + "x" * 129)
+    assert _problem(r, 422)["errors"][0]["name"] == "userId"
+
+
+def test_json_that_the_database_could_not_store_is_refused_not_500(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    base = {"category": "meal", "label": "lunch", "at": "12:30"}
+    bad_data = [
+        {"a\u0000b": 1},
+        {"$set": 1},
+        {"n": 2**70},
+        json.loads('{"x": NaN}'),
+        {"deep": json.loads("[" * 40 + "]" * 40)},
+    ]
+    for data in bad_data:
+        raw = json.dumps({**base, "data": data})
+        r = app.put(
+            "/v1/users/u1/reminders/r1", content=raw, headers={"content-type": "application/json"}
+        )
+        _problem(r, 422)
+    r = app.put(
+        "/v1/users/u1/reminders/r1",
+        content=b'{"category": "meal", "label": "x", "at": "12:30", "title": "\\ud800"}',
+        headers={"content-type": "application/json"},
+    )
+    assert _problem(r, 422)["errors"][0]["name"] == "title"
+    r = app.put("/v1/users/u1", content=b"{not json", headers={"content-type": "application/json"})
+    _problem(r, 400)
+    r = app.put("/v1/users/u1", content=b"[" * 100_00 + b"]" * 100_00)
+    assert r.status_code in (400, 422), r.text
+
+
+def test_a_body_over_the_limit_is_413_whether_announced_or_streamed(app):
+    big = json.dumps({"timezone": "UTC", "x": "y" * LIMIT})
+    _problem(
+        app.put("/v1/users/u1", content=big, headers={"content-type": "application/json"}), 413
+    )
+
+    def chunks() -> Iterator[bytes]:
+        yield big[: LIMIT // 2].encode()
+        yield big[LIMIT // 2 :].encode()
+
+    r = app.put("/v1/users/u1", content=chunks(), headers={"content-type": "application/json"})
+    _problem(r, 413)
+
+
+def test_unknown_routes_and_methods_are_problems_too(app):
+    _problem(app.get("/v1/nothing"), 404)
+    _problem(app.post("/v1/users/u1"), 405)
+    _problem(app.get("/v1/users/nobody"), 404)
+    _problem(app.get("/v1/messages/nope"), 404)
+
+
+def test_probes_and_documents_need_no_key(api):
+    with api.client(None) as c:
+        assert c.get("/healthz").json() == {"ok": True, "problems": {}}
+        assert c.get("/readyz").json()["ok"] is True
+        doc = c.get("/openapi.json").json()
+        assert "/v1/users/{userId}/reminders" in doc["paths"]
+        assert doc["components"]["securitySchemes"]
+        assert c.get("/docs").status_code == 200

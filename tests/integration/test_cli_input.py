@@ -1,0 +1,158 @@
+"""Issue 15: what the CLI takes in and prints. Ids are checked where they enter (printable, no
+spaces, bounded), every bad value gets one line naming it (never a traceback), and user text is
+printed as typed (never read as rich markup).
+
+Commands run through ``ops.cli.main`` with the settings in the environment, as a shell runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ops.cli import main
+from ops.doctor import run_checks
+from shared.store import db as dbm
+from tests.integration.harness import World
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def tzpush(world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> Run:
+    s = world.settings
+    env = {
+        "TZPUSH_MONGO__URI": s.mongo.uri.get_secret_value(),
+        "TZPUSH_MONGO__DATABASE": s.mongo.database,
+        "TZPUSH_STOMP__HOST": s.stomp.host,
+        "TZPUSH_STOMP__PORT": str(s.stomp.port),
+        "TZPUSH_STOMP__QUEUE_PREFIX": s.stomp.queue_prefix,
+        "TZPUSH_EXPO__BASE_URL": s.expo.base_url,
+        "TZPUSH_LOCAL__STATE_DIR": s.local.state_dir,
+        "TZPUSH_LOG_LEVEL": "WARNING",
+        "COLUMNS": "200",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+    def run(*argv: str, **overrides: str) -> tuple[int, str, str]:
+        for key, value in overrides.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got:\n{err}"
+    assert lines[0].startswith("tzpush: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("uid", ["bell\x07", "nul\x00x", "esc\x1b[31m", "a b", "x" * 129])
+def test_a_user_id_with_control_characters_spaces_or_too_long_is_refused(tzpush: Run, uid: str):
+    code, _, err = tzpush("users", "upsert", uid, "--timezone", "UTC")
+    assert code == 2
+    line = one_line(err)
+    assert "user id" in line
+    assert "\x07" not in line and "\x00" not in line and "\x1b" not in line
+
+
+def test_a_device_id_or_label_with_control_characters_is_refused(tzpush: Run, world: World):
+    assert tzpush("users", "upsert", "u1", "--timezone", "UTC")[0] == 0
+    code, _, err = tzpush(
+        "tokens", "register", "u1", "--device", "dev\x00", "--token", "ExponentPushToken[a]"
+    )
+    assert code == 2 and "device id" in one_line(err)
+    code, _, err = tzpush(
+        "reminders", "add", "u1", "--category", "meal", "--label", "lunch\x1b[2J", "--at", "12:30"
+    )
+    assert code == 2 and "label" in one_line(err)
+    assert world.db[dbm.TOKENS].count_documents({}) == 0
+    assert world.db[dbm.REMINDERS].count_documents({}) == 0
+
+
+@pytest.mark.parametrize("cap", ["1e30", "1" + "0" * 30, "0", "-3", "many"])
+def test_a_bad_daily_cap_gets_one_line_naming_it(tzpush: Run, world: World, cap: str):
+    code, _, err = tzpush("users", "upsert", "capped", "--timezone", "UTC", "--daily-cap", cap)
+    assert code == 2
+    line = one_line(err)
+    assert "daily cap" in line or "--daily-cap" in line
+    assert world.db[dbm.USERS].count_documents({"_id": "capped"}) == 0
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "mongodb://127.0.0.1:99999/",
+        "mongodb://",
+        "mongodb://h/?directConnection=maybe",
+        "mongodb://h/?foo=1",
+        "mongodb+srv://h:27017/",
+    ],
+)
+def test_a_bad_mongo_uri_gets_one_line_naming_the_setting(tzpush: Run, uri: str):
+    code, out, err = tzpush("doctor", TZPUSH_MONGO__URI=uri)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[0] == "tzpush: invalid settings:"
+    assert len(lines) == 2 and lines[1].strip().startswith("TZPUSH_MONGO__URI:")
+    assert "Traceback" not in out + err
+
+
+def test_doctor_reports_a_database_it_cannot_even_configure(world: World):
+    mongo = world.settings.mongo.model_copy(
+        update={"uri": type(world.settings.mongo.uri)("mongodb://")}
+    )
+    bad = world.settings.model_copy(update={"mongo": mongo})  # past the settings' own check
+    checks = {c.name: c for c in run_checks(bad)}
+    assert checks["database"].status == "fail"
+    assert "TZPUSH_MONGO__URI" in checks["database"].fix
+
+
+def test_markup_in_ids_and_labels_is_printed_as_typed(tzpush: Run):
+    uid = "[bold]u[/]"
+    assert tzpush("users", "upsert", uid, "--timezone", "UTC")[0] == 0
+    assert (
+        tzpush(
+            "tokens", "register", uid, "--device", "[red]d", "--token", "  ExponentPushToken[x]  "
+        )[0]
+        == 0
+    )
+    assert (
+        tzpush(
+            "reminders",
+            "add",
+            uid,
+            "--category",
+            "meal",
+            "--label",
+            "[/x] pill [red]now",
+            "--at",
+            "12:30",
+        )[0]
+        == 0
+    )
+    code, out, err = tzpush("reminders", "list", uid)
+    assert code == 0, err
+    assert "[/x] pill [red]now" in out and uid in out
+    code, out, err = tzpush("tokens", "list", uid)
+    assert code == 0, err
+    assert "[red]d" in out and "ExponentPushToken[x]" in out and uid in out
+
+
+def test_tokens_are_stored_stripped(tzpush: Run, world: World):
+    assert tzpush("users", "upsert", "s1", "--timezone", "UTC")[0] == 0
+    assert (
+        tzpush("tokens", "register", "s1", "--device", "d1", "--token", " ExponentPushToken[s] \n")[
+            0
+        ]
+        == 0
+    )
+    (tok,) = world.db[dbm.TOKENS].find({"userId": "s1"})
+    assert tok["token"] == "ExponentPushToken[s]"

@@ -1,0 +1,133 @@
+"""The HTTP API's pure parts: keys, edge checks, cursors, settings, and the lazy CLI import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pydantic import SecretStr
+
+from api import checks, pages
+from api.keys import KeyRing, Principal, hash_key, new_key
+from api.problems import ApiProblem
+from shared.settings import ApiKey, Settings, SettingsError
+
+
+def _ring(**scopes: str) -> tuple[KeyRing, dict[str, str]]:
+    keys = {name: new_key() for name in scopes}
+    ring = KeyRing(
+        [ApiKey(name=n, scope=s, sha256=SecretStr(hash_key(keys[n]))) for n, s in scopes.items()]
+    )
+    return ring, keys
+
+
+def test_keys_are_known_by_their_hash_and_carry_their_scope():
+    ring, keys = _ring(backend="app", oncall="ops")
+    assert ring.identify(keys["backend"]) == Principal("backend", "app")
+    assert ring.identify(keys["oncall"]) == Principal("oncall", "ops")
+    for bad in (None, "", keys["backend"] + "x", keys["backend"][:-1], "\ud800"):
+        assert ring.identify(bad) is None
+    assert Principal("a", "ops").may("app") and Principal("a", "ops").may("ops")
+    assert Principal("a", "app").may("app") and not Principal("a", "app").may("ops")
+    assert new_key() != new_key() and new_key().startswith("tzp_")
+
+
+def test_api_settings_from_the_environment_one_line_per_bad_setting(monkeypatch):
+    good = [{"name": "backend", "scope": "app", "sha256": hash_key("k")}]
+    monkeypatch.setenv("TZPUSH_API__KEYS", json.dumps(good))
+    monkeypatch.setenv("TZPUSH_API__PORT", "9090")
+    s = Settings.load()
+    assert s.api.port == 9090 and s.api.host == "127.0.0.1"
+    assert s.api.keys[0].scope == "app" and hash_key("k") not in repr(s.api)
+    bad = [
+        {"name": "a b", "scope": "root", "sha256": "secret-key-pasted-by-mistake"},
+        {"name": "ok", "scope": "app", "sha256": hash_key("k")},
+    ]
+    monkeypatch.setenv("TZPUSH_API__KEYS", json.dumps(bad))
+    with pytest.raises(SettingsError) as err:
+        Settings.load()
+    text = str(err.value)
+    assert "TZPUSH_API__KEYS__0__NAME" in text and "TZPUSH_API__KEYS__0__SCOPE" in text
+    assert "TZPUSH_API__KEYS__0__SHA256: must be 64 hex digits" in text
+    assert "secret-key-pasted-by-mistake" not in text
+    twice = [good[0], {**good[0], "name": "again"}]
+    monkeypatch.setenv("TZPUSH_API__KEYS", json.dumps(twice))
+    with pytest.raises(SettingsError, match="same hash"):
+        Settings.load()
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"a": [1, 2.5, None, True, "x", {"b": "c"}]}, None),
+        ({"a\x00": 1}, "NUL"),
+        ({"$x": 1}, "leading '$'"),
+        ({"n": 2**63}, "past 64 bits"),
+        ({"n": -(2**63)}, None),
+        ({"f": float("nan")}, "finite"),
+        ({"f": float("inf")}, "finite"),
+        ({"s": "\ud800"}, "surrogate"),
+        ({"d": json.loads("[" * 20 + "]" * 20)}, "deeper than 16"),
+    ],
+)
+def test_data_that_the_database_or_expo_would_choke_on_is_named(data, problem):
+    found = checks.data_problem(data)
+    assert (found is None) if problem is None else (problem in (found or "")), found
+
+
+def test_ids_follow_the_cli_rule_and_fit_one_path_segment():
+    assert checks.check_id("user-1:x", "user id") == "user-1:x"
+    for bad, why in (
+        ("a b", "space"),
+        ("a/b", "'/'"),
+        ("x" * 129, "129 characters"),
+        ("", "empty"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            checks.check_id(bad, "user id")
+
+
+def test_instants_are_parsed_as_the_cli_parses_them():
+    assert checks.instant("2026-05-01T08:00+02:00", "since").isoformat() == (
+        "2026-05-01T06:00:00+00:00"
+    )
+    with pytest.raises(ValueError, match="out of range"):
+        checks.instant("0001-01-01T00:00+01:00", "since")
+    with pytest.raises(ValueError, match="not an ISO 8601 instant"):
+        checks.instant("yesterday", "since")
+
+
+def test_cursors_round_trip_and_garbage_is_a_422_naming_after():
+    c = pages.encode([1767225600000, "m:1"])
+    assert pages.decode(c, (int, str)) == [1767225600000, "m:1"]
+    for bad in ("garbage", pages.encode(["x"]), pages.encode([1, 2]), "%%%", "e30"):
+        with pytest.raises(ApiProblem) as err:
+            pages.decode(bad, (int, str))
+        assert err.value.status == 422 and err.value.errors[0]["name"] == "after"
+    assert (
+        pages.next_link("/v1/x", {"limit": 2, "status": None}, "abc") == "/v1/x?limit=2&after=abc"
+    )
+    assert pages.next_link("/v1/x", {"limit": 2}, None) is None
+
+
+def test_the_api_command_imports_fastapi_only_when_it_runs():
+    code = (
+        "import sys; from ops.cli import build_parser; build_parser('api'); build_parser(); "
+        "print(','.join(m for m in ('fastapi', 'uvicorn', 'starlette', 'api.app') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_new_key_prints_a_key_and_its_settings_entry(capsys):
+    from ops.cli import main
+
+    assert main(["api", "--new-key", "backend", "--scope", "ops"]) == 0
+    out = capsys.readouterr().out
+    key = out.split("it is not stored anywhere): ")[1].split()[0]
+    entry = json.loads(out.split("TZPUSH_API__KEYS): ")[1])
+    assert entry == {"name": "backend", "scope": "ops", "sha256": hash_key(key)}
+    assert main(["api", "--new-key", "bad name"]) == 2
