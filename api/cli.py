@@ -66,7 +66,7 @@ def _new_key(name: str, scope: str) -> int:
     from shared.settings import ApiKey
 
     try:  # the name's rule, before a key is made
-        ApiKey(name=name, scope=scope, sha256=SecretStr("0" * 64))
+        ApiKey.model_validate({"name": name, "scope": scope, "sha256": SecretStr("0" * 64)})
     except ValidationError as exc:
         raise InputError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
     key = new_key()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -35,6 +35,7 @@ DEFAULT_CATEGORIES: dict[str, int] = {
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _is_loopback(host: str) -> bool:
@@ -240,26 +241,15 @@ class ApiKey(_Group):
     """One key of the HTTP API: who (``name``, never the key), what it may do (``scope``), and
     the SHA-256 of the key in hex (the key itself is never stored)."""
 
-    name: str = Field(description="who holds the key (shown in logs and replays, never the key)")
-    scope: str = Field(
+    name: str = Field(
+        pattern=_KEY_NAME.pattern,
+        description="who holds the key (1 to 64 of A-Z a-z 0-9 _ . -), in logs; never the key",
+    )
+    scope: Literal["app", "ops"] = Field(
         description="app (users, devices, reminders, messages) or ops (also "
         "stats, replays, /metrics)"
     )
     sha256: SecretStr = Field(description="hex SHA-256 of the key: tzpush api --new-key NAME")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not _KEY_NAME.fullmatch(v):
-            raise ValueError(f"key name {v[:70]!r} must be 1 to 64 of A-Z a-z 0-9 _ . -")
-        return v
-
-    @field_validator("scope")
-    @classmethod
-    def _scope(cls, v: str) -> str:
-        if v not in ("app", "ops"):
-            raise ValueError(f"scope {v[:20]!r} must be app or ops")
-        return v
 
     @field_validator("sha256")
     @classmethod
@@ -339,10 +329,10 @@ class Settings(BaseSettings):
     @field_validator("log_level")
     @classmethod
     def _level(cls, v: str) -> str:
-        v = v.upper()
-        if v not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError(f"{v!r} is not one of DEBUG, INFO, WARNING, ERROR")
-        return v
+        level = v.upper()
+        if level in LOG_LEVELS:
+            return level
+        raise ValueError(f"{level!r} is not one of {', '.join(LOG_LEVELS)}")
 
     # -- helpers -----------------------------------------------------------------------------
     def queue(self, category: str) -> str:
