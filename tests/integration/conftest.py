@@ -20,7 +20,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,12 @@ import pytest
 from pymongo.database import Database
 
 from devstack.config import StackConfig
+from devstack.fake_expo import FakeExpo
 from devstack.install import ensure_installed
 from devstack.stack import LocalStack
-from shared.settings import Settings
+from shared.expo.sender import ExpoSender
+from shared.settings import ExpoSettings, Settings
+from tests.integration.expo_support import SENDER_TUNING, MakeFake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_STATE_DIR = Path(os.environ.get("TZPUSH_TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
@@ -151,3 +154,38 @@ def world(stack: Stack, db: Database) -> Iterator[Any]:
 
     with make_world(stack.settings, db) as w:
         yield w
+
+
+@pytest.fixture
+def make_fake() -> Iterator[MakeFake]:
+    """Fakes with receipts at once and no rate limit unless told otherwise."""
+    started: list[FakeExpo] = []
+
+    def make(**kwargs: Any) -> FakeExpo:
+        kwargs.setdefault("receipt_delay_s", 0.0)
+        kwargs.setdefault("rate_per_second", 0)
+        fake = FakeExpo(port=0, **kwargs).start()
+        started.append(fake)
+        return fake
+
+    yield make
+    for fake in started:
+        fake.stop()
+
+
+@pytest.fixture
+def make_sender() -> Iterator[Callable[..., ExpoSender]]:
+    """Senders to a URL: ExpoSettings fields and the sender's tuning as keyword arguments."""
+    senders: list[ExpoSender] = []
+
+    def make(url: str, *, on_event: Any = None, **kwargs: Any) -> ExpoSender:
+        fields = {"base_url": url, "timeout_s": 5.0, "rate_per_second": 100_000.0}
+        tuning = {k: kwargs.pop(k) for k in SENDER_TUNING if k in kwargs}
+        fields.update(kwargs)
+        sender = ExpoSender(ExpoSettings(**fields), on_event=on_event, **tuning)
+        senders.append(sender)
+        return sender
+
+    yield make
+    for sender in senders:
+        sender.close()

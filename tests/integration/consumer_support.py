@@ -258,10 +258,3 @@ class ConsumerProcess:
 
 def elapsed_since(start: float) -> float:
     return time.monotonic() - start
-
-
-def empty_collections(database: Any) -> None:
-    """Delete every document (SecantusDB drops a full collection ~10x slower than it empties
-    it; the ``db`` fixture's drop then has nothing to do). Call after consumers have stopped."""
-    for name in database.list_collection_names():
-        database[name].delete_many({})

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from shared.store import db as dbm
 from tests.integration.consumer_support import (
     arm,
-    empty_collections,
     herd,
     ids_of,
     in_seconds,
@@ -20,12 +15,6 @@ from tests.integration.consumer_support import (
     terminal,
 )
 from tests.integration.harness import wait_for
-
-
-@pytest.fixture(autouse=True)
-def _fast_cleanup(db) -> Iterator[None]:
-    yield
-    empty_collections(db)
 
 
 def test_two_consumers_on_one_queue_never_send_twice(world):

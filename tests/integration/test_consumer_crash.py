@@ -8,16 +8,12 @@ Consumers that must be killed or signalled run as real processes (``tzpush consu
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from shared.domain.outcomes import journal_entries
 from shared.store import db as dbm
 from tests.integration.consumer_support import (
     ConsumerProcess,
     arm,
-    empty_collections,
     guarded,
     herd,
     ids_of,
@@ -31,12 +27,6 @@ from tests.integration.consumer_support import (
 from tests.integration.harness import World, wait_for
 
 UNKNOWN = "outcome unknown"
-
-
-@pytest.fixture(autouse=True)
-def _fast_cleanup(db) -> Iterator[None]:
-    yield
-    empty_collections(db)
 
 
 def _no_duplicate_push(world: World, n_tokens: int) -> None:

@@ -8,15 +8,11 @@ about 70 s: the downtime is the scenario, not a synchronisation sleep.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-
-import pytest
 
 from shared.clock import utcnow
 from shared.store import db as dbm
 from tests.integration.consumer_support import (
     arm,
-    empty_collections,
     herd,
     ids_of,
     in_seconds,
@@ -27,12 +23,6 @@ from tests.integration.consumer_support import (
 from tests.integration.harness import wait_for
 
 DOWN_S = 60
-
-
-@pytest.fixture(autouse=True)
-def _fast_cleanup(db) -> Iterator[None]:
-    yield
-    empty_collections(db)
 
 
 def test_consumer_down_60s_sends_within_grace_and_misses_the_rest(world):

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from shared.clock import utcnow
 from shared.domain.plan import group_wakeups
@@ -27,7 +25,6 @@ from shared.errors import TransientError
 from shared.store import db as dbm
 from tests.integration.consumer_support import (
     arm,
-    empty_collections,
     guarded,
     herd,
     ids_of,
@@ -38,12 +35,6 @@ from tests.integration.consumer_support import (
     terminal,
 )
 from tests.integration.harness import World, wait_for
-
-
-@pytest.fixture(autouse=True)
-def _fast_cleanup(db) -> Iterator[None]:
-    yield
-    empty_collections(db)
 
 
 def _each_once(world: World, n: int) -> None:

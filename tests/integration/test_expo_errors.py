@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,53 +26,15 @@ from shared import metrics
 from shared.domain.outcomes import ErrorCode
 from shared.expo.pushes import OutgoingPush, PushOutcome
 from shared.expo.sender import ExpoSender
-from shared.settings import ExpoSettings
 from shared.store import db as dbm
 from tests.integration.consumer_support import in_seconds
+from tests.integration.expo_support import MakeFake
 from tests.integration.harness import wait_for
 from tests.integration.ops_helpers import free_port
 
 pytestmark = pytest.mark.integration
 
 RATE = "MessageRateExceeded"
-MakeFake = Callable[..., FakeExpo]
-
-
-@pytest.fixture
-def make_fake() -> Iterator[MakeFake]:
-    started: list[FakeExpo] = []
-
-    def make(**kwargs: Any) -> FakeExpo:
-        kwargs.setdefault("receipt_delay_s", 0.0)
-        kwargs.setdefault("rate_per_second", 0)
-        fake = FakeExpo(port=0, **kwargs).start()
-        started.append(fake)
-        return fake
-
-    yield make
-    for fake in started:
-        fake.stop()
-
-
-@pytest.fixture
-def make_sender() -> Iterator[Callable[..., ExpoSender]]:
-    senders: list[ExpoSender] = []
-
-    def make(url: str, *, on_event: Any = None, **kwargs: Any) -> ExpoSender:
-        fields = {"base_url": url, "timeout_s": 5.0, "rate_per_second": 100_000.0}
-        tuning = {
-            k: kwargs.pop(k)
-            for k in ("backoff_base_s", "backoff_cap_s", "throttle_window_s")
-            if k in kwargs
-        }
-        fields.update(kwargs)
-        sender = ExpoSender(ExpoSettings(**fields), on_event=on_event, **tuning)
-        senders.append(sender)
-        return sender
-
-    yield make
-    for sender in senders:
-        sender.close()
 
 
 class Events:

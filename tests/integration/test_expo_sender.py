@@ -7,7 +7,6 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,55 +18,9 @@ from shared.errors import PermanentError, TransientError
 from shared.expo.pushes import OutgoingPush, PushOutcome
 from shared.expo.sender import ExpoSender
 from shared.settings import ExpoSettings
+from tests.integration.expo_support import Events, MakeFake
 
 pytestmark = pytest.mark.integration
-
-MakeFake = Callable[..., FakeExpo]
-
-
-@pytest.fixture
-def make_fake() -> Iterator[MakeFake]:
-    started: list[FakeExpo] = []
-
-    def make(**kwargs: Any) -> FakeExpo:
-        kwargs.setdefault("receipt_delay_s", 0.0)
-        kwargs.setdefault("rate_per_second", 0)
-        fake = FakeExpo(port=0, **kwargs).start()
-        started.append(fake)
-        return fake
-
-    yield make
-    for fake in started:
-        fake.stop()
-
-
-class Events:
-    """An on_event hook that counts."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self.lock = threading.Lock()
-
-    def __call__(self, name: str, fields: dict[str, Any]) -> None:
-        with self.lock:
-            self.counts[name] += 1
-
-
-@pytest.fixture
-def make_sender() -> Iterator[Callable[..., ExpoSender]]:
-    senders: list[ExpoSender] = []
-
-    def make(url: str, *, on_event: Any = None, **kwargs: Any) -> ExpoSender:
-        fields = {"base_url": url, "timeout_s": 5.0, "rate_per_second": 100_000.0}
-        tuning = {k: kwargs.pop(k) for k in ("backoff_base_s", "backoff_cap_s") if k in kwargs}
-        fields.update(kwargs)
-        sender = ExpoSender(ExpoSettings(**fields), on_event=on_event, **tuning)
-        senders.append(sender)
-        return sender
-
-    yield make
-    for sender in senders:
-        sender.close()
 
 
 def pushes(n: int, prefix: str = "m", token: str = "ExponentPushToken[t{i}]") -> list[OutgoingPush]:

@@ -5,15 +5,11 @@ share from the registry of live senders. Here two consumer processes send one he
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-
-import pytest
 
 from shared.store.fleet import FleetShare
 from tests.integration.consumer_support import (
     ConsumerProcess,
     arm,
-    empty_collections,
     herd,
     in_seconds,
     ms,
@@ -24,12 +20,6 @@ from tests.integration.harness import wait_for
 from tests.integration.ops_helpers import run_cli
 
 RATE = 600.0
-
-
-@pytest.fixture(autouse=True)
-def _fast_cleanup(db) -> Iterator[None]:
-    yield
-    empty_collections(db)
 
 
 def test_two_consumers_share_the_rate_and_earn_no_429(world, tmp_path):

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from tests.integration.consumer_support import (
     TZPUSH,
     arm,
     consumer_env,
-    empty_collections,
     guarded,
     herd,
     ids_of,
@@ -31,12 +29,6 @@ from tests.integration.harness import World, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY = {"consumer": " consuming ", "creator": "creator running"}
-
-
-@pytest.fixture(autouse=True)
-def _fast_cleanup(db) -> Iterator[None]:
-    yield
-    empty_collections(db)
 
 
 def _start(world: World, role: str, log: Path) -> subprocess.Popen[bytes]:
