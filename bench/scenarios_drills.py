@@ -101,15 +101,21 @@ def db_kill9(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
         st.fake.reset()
 
 
+def _half_pushed(st: BenchStack, n: int, due: dt.datetime) -> int:
+    """Wait until the fake has accepted half of the herd (or 30 s past due); how many it has."""
+    time.sleep(max(0.0, due.timestamp() - 0.5 - time.time()))
+    got = 0
+    while got < n // 2 and time.time() < due.timestamp() + 30:
+        got = st.fake.stats()["pushes_accepted"]
+        time.sleep(0.01)
+    return got
+
+
 def consumer_kill9(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
     st.fake.reset()
 
     def act(consumer: Proc, due: dt.datetime, procs: list[Proc], settings: Any) -> str:
-        time.sleep(max(0.0, due.timestamp() - 0.5 - time.time()))
-        got = 0
-        while got < n // 2 and time.time() < due.timestamp() + 30:
-            got = st.fake.stats()["pushes_accepted"]
-            time.sleep(0.01)
+        got = _half_pushed(st, n, due)
         consumer.kill9()
         again = st.consumer(settings, "dconsumer-consumer-2")
         procs.append(again)
@@ -137,11 +143,7 @@ def consumer_sigterm(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> D
     st.fake.reset()
 
     def act(consumer: Proc, due: dt.datetime, procs: list[Proc], settings: Any) -> str:
-        time.sleep(max(0.0, due.timestamp() - 0.5 - time.time()))
-        got = 0
-        while got < n // 2 and time.time() < due.timestamp() + 30:
-            got = st.fake.stats()["pushes_accepted"]
-            time.sleep(0.01)
+        got = _half_pushed(st, n, due)
         assert consumer.popen is not None
         consumer.popen.send_signal(signal.SIGTERM)
         t = time.time()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import queue
 import threading
 import time
 import uuid
@@ -23,7 +24,7 @@ from consumer.worker import Consumer
 from creator.manage import Manager
 from creator.planner import Planner
 from devstack.fake_expo import FakeExpo
-from shared.broker import StompClient
+from shared.broker import Frame, StompClient
 from shared.clock import utcnow
 from shared.domain.messages import new_message
 from shared.expo.sender import ExpoSender
@@ -78,6 +79,14 @@ class World:
         c = StompClient(self.settings).connect()
         self.clients.append(c)
         return c
+
+    def dead_letters(self) -> queue.Queue[Frame]:
+        """Frames that reach this world's dead-letter queue, as they arrive."""
+        inbox: queue.Queue[Frame] = queue.Queue()
+        client = StompClient(self.settings, inbox=inbox).connect()
+        self.clients.append(client)
+        client.subscribe(self.settings.dlq, prefetch=10)
+        return inbox
 
     def planner(self, clock: Callable[[], dt.datetime] = utcnow) -> Planner:
         dbm.ensure_indexes(self.db)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -36,6 +35,7 @@ from devstack.fake_expo import FakeExpo
 from shared.broker import StompClient
 from shared.settings import Settings
 from shared.store import db as dbm
+from tests.integration.consumer_support import consumer_env
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
@@ -72,28 +72,19 @@ def free_port() -> int:
 
 
 def _env(settings: Settings, keys: list[dict[str, str]], port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TZPUSH_")}
-    env.update(
-        {
-            "TZPUSH_MONGO__URI": settings.mongo.uri.get_secret_value(),
-            "TZPUSH_MONGO__DATABASE": settings.mongo.database,
-            "TZPUSH_STOMP__HOST": settings.stomp.host,
-            "TZPUSH_STOMP__PORT": str(settings.stomp.port),
-            "TZPUSH_STOMP__QUEUE_PREFIX": settings.stomp.queue_prefix,
-            "TZPUSH_EXPO__BASE_URL": settings.expo.base_url,
-            "TZPUSH_EXPO__RATE_PER_SECOND": "100000",
-            "TZPUSH_EXPO__MAX_RETRIES": "2",
-            "TZPUSH_CONSUMER__RECEIPTS_DELAY_S": "0",
-            "TZPUSH_METRICS__PORT": "0",
-            "TZPUSH_API__HOST": "127.0.0.1",
-            "TZPUSH_API__PORT": str(port),
-            "TZPUSH_API__KEYS": json.dumps(keys),
-            "TZPUSH_API__MAX_BODY_BYTES": str(settings.api.max_body_bytes),
-            "TZPUSH_LOG_JSON": "true",
-            "PYTHONUNBUFFERED": "1",
-        }
+    """A consumer's environment for these settings, with the API's own settings on top."""
+    return consumer_env(
+        settings,
+        TZPUSH_EXPO__RATE_PER_SECOND="100000",
+        TZPUSH_EXPO__MAX_RETRIES="2",
+        TZPUSH_CONSUMER__RECEIPTS_DELAY_S="0",
+        TZPUSH_API__HOST="127.0.0.1",
+        TZPUSH_API__PORT=str(port),
+        TZPUSH_API__KEYS=json.dumps(keys),
+        TZPUSH_API__MAX_BODY_BYTES=str(settings.api.max_body_bytes),
+        TZPUSH_LOG_JSON="true",
+        PYTHONUNBUFFERED="1",
     )
-    return env
 
 
 @contextlib.contextmanager

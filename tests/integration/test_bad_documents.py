@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import queue
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +20,6 @@ from consumer.receipts import ReceiptPoller
 from consumer.worker import Consumer
 from creator.janitor import sweep
 from ops.doctor import run_checks
-from shared.broker import Frame, StompClient
 from shared.clock import utcnow
 from shared.errors import PermanentError
 from shared.expo.sender import ExpoSender
@@ -225,16 +223,8 @@ def test_a_project_level_refusal_blames_no_ticket(world, sender) -> None:
 
 
 # -- the consumer --------------------------------------------------------------------------------
-def _dlq(world: World) -> queue.Queue[Frame]:
-    inbox: queue.Queue[Frame] = queue.Queue()
-    client = StompClient(world.settings, inbox=inbox).connect()
-    world.clients.append(client)
-    client.subscribe(world.settings.dlq, prefetch=10)
-    return inbox
-
-
 def test_a_bad_user_document_ends_its_message_and_the_wakeup_goes_on(world: World) -> None:
-    dlq = _dlq(world)
+    dlq = world.dead_letters()
     m = world.manager()
     world.user("ok-user", manager=m)
     world.user("bad-user", manager=m)
@@ -260,7 +250,7 @@ def test_a_bad_user_document_ends_its_message_and_the_wakeup_goes_on(world: Worl
 def test_a_bug_in_the_intent_check_releases_the_guards_it_took(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dlq = _dlq(world)
+    dlq = world.dead_letters()
     world.user("g1")
     world.user("g2")
     ids = [d["_id"] for d in world.due_messages(["g1", "g2"], in_seconds(3))]

@@ -5,18 +5,10 @@ from __future__ import annotations
 import json
 import queue
 
-from shared.broker import Frame, StompClient
+from shared.broker import Frame
 from shared.wire import Item, WakeUp
 from tests.integration.consumer_support import in_seconds, ms
-from tests.integration.harness import World, wait_for
-
-
-def _dlq(world: World) -> queue.Queue[Frame]:
-    inbox: queue.Queue[Frame] = queue.Queue()
-    client = StompClient(world.settings, inbox=inbox).connect()
-    world.clients.append(client)
-    client.subscribe(world.settings.dlq, prefetch=10)
-    return inbox
+from tests.integration.harness import wait_for
 
 
 def _next(inbox: queue.Queue[Frame], timeout: float = 15.0) -> Frame:
@@ -27,7 +19,7 @@ def _next(inbox: queue.Queue[Frame], timeout: float = 15.0) -> Frame:
 
 
 def test_malformed_wakeup_is_dead_lettered_and_consumer_carries_on(world):
-    dlq = _dlq(world)
+    dlq = world.dead_letters()
     world.user("after")
     world.start_consumer()
     garbage = b'{"v": 1, "items": [oops'
@@ -46,7 +38,7 @@ def test_malformed_wakeup_is_dead_lettered_and_consumer_carries_on(world):
 
 
 def test_wakeup_naming_unknown_ids_is_dead_lettered(world):
-    dlq = _dlq(world)
+    dlq = world.dead_letters()
     world.user("real")
     world.start_consumer()
     due = in_seconds(2)
@@ -78,7 +70,7 @@ def test_frames_that_break_a_json_parser_are_dead_lettered_and_the_consumer_goes
     """Issue 15: deep nesting (RecursionError), Infinity (OverflowError), a 400-digit instant
     and too many items are refused as wake-ups, whatever the exception inside; the metric
     label comes from a fixed set."""
-    dlq = _dlq(world)
+    dlq = world.dead_letters()
     world.user("survivor")
     world.start_consumer()
     item = {"id": "m", "user": "u", "reminder": "r", "version": 1, "token_id": "t", "to": "x"}

@@ -8,11 +8,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import queue
 
 from pydantic import SecretStr
 
-from shared.broker import Frame, StompClient
 from shared.domain.plan import to_item
 from shared.wire import WakeUp
 from tests.integration.consumer_support import in_seconds
@@ -34,17 +32,9 @@ def _keyed(world: World) -> None:
     world.settings = world.settings.model_copy(update={"stomp": stomp})
 
 
-def _dlq(world: World) -> queue.Queue[Frame]:
-    inbox: queue.Queue[Frame] = queue.Queue()
-    client = StompClient(world.settings, inbox=inbox).connect()
-    world.clients.append(client)
-    client.subscribe(world.settings.dlq, prefetch=10)
-    return inbox
-
-
 def test_forged_wakeups_are_dead_lettered_and_signed_ones_arrive_through_the_scheduler(world):
     _keyed(world)
-    dlq = _dlq(world)
+    dlq = world.dead_letters()
     world.user("victim")
     world.start_consumer()
     # The genuine wake-up, signed by the planner, held by the broker's scheduler until its lead.
