@@ -23,6 +23,7 @@ from api import idempotency, problems
 from api.deps import Backend
 from api.idempotency import IdempotencyStore
 from api.keys import KeyRing
+from api.limits import RateLimiter
 from api.manage import ApiManager
 from api.models import ApiModel
 from api.problems import InvalidField, Problem
@@ -126,6 +127,7 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
             manager=manager,
             keys=KeyRing(settings.api.keys),
             idempotency=IdempotencyStore(planner.db, planner.clock),
+            limiter=RateLimiter(settings.api.rate_per_second, settings.api.burst),
         )
 
 

@@ -4,7 +4,8 @@ Each key may make ``rate`` requests a second on average, and up to ``burst`` at 
 quiet spell. A request over the limit is refused before its route runs, with
 ``/problems/too-many-requests`` and ``Retry-After`` (whole seconds until one request is allowed
 again). Unauthenticated probes (``/healthz``, ``/readyz``, the docs) are not counted. The buckets
-live in the process: N API tasks allow N times the rate in all.
+live in the process: N API tasks allow N times the rate in all. The rate and burst are settings
+(``TZPUSH_API__RATE_PER_SECOND``, ``TZPUSH_API__BURST``); the defaults below are theirs.
 """
 
 from __future__ import annotations

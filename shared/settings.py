@@ -276,6 +276,16 @@ class ApiSettings(_Group):
         le=64 * 1024 * 1024,
         description="request bodies over this are refused (413)",
     )
+    rate_per_second: float = _within(
+        200.0, 0, 1_000_000, "requests a second per API key, on average (429 over it)", above=True
+    )
+    burst: int = _within(400, 1, 1_000_000, "requests per API key allowed at once after a pause")
+    console_read_only: bool = Field(
+        default=False, description="the console shows everything and offers no action"
+    )
+    console_session_hours: float = _within(
+        12.0, 0, 24 * 30, "a console login lasts this long", above=True
+    )
 
     @field_validator("keys")
     @classmethod
