@@ -2,7 +2,8 @@
 
     python -m bench [--quick] [--sizes full|quick|tiny] [--only plan,herd,...] [--out DIR]
 
-Scenarios: plan, herd, outage, limited_herd, idle (needs plan), drills, api. Writes
+Scenarios: plan, herd, outage, limited_herd, idle (needs plan), drills, api; and ``scale``
+(opt-in, only with ``--only scale``: 1M reminders by default, over 15 min). Writes
 ``DIR/<timestamp>.json`` and ``DIR/<timestamp>.png`` and prints a table. See docs/performance.md.
 """
 
@@ -23,10 +24,12 @@ from bench.scenarios_drills import DRILLS as BASE_DRILLS
 from bench.scenarios_herd import run_herd, run_outage
 from bench.scenarios_hostile import DRILLS as HOSTILE_DRILLS
 from bench.scenarios_plan import run_idle, run_plan
+from bench.scenarios_scale import run_scale
 from bench.stack import STATE_DIR, bench_stack, interpreters
 
 DRILLS = {**BASE_DRILLS, **HOSTILE_DRILLS}
 SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills", "api")
+OPT_IN = ("scale",)  # run only when named in --only (too long for the default run)
 # users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s,
 # lead s (capped at 10 for the outage and the drills), fresh: a new database server per
 # scenario (default 1); api: users onboarded through POST /v1/batch (one device, two reminders
@@ -82,13 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help=f"comma-separated subset of {','.join(SCENARIOS)}")
     ap.add_argument("--drills", help=f"comma-separated subset of {','.join(DRILLS)}")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scale-users", type=int, default=500_000, help="scale: users (2 reminders)")
+    ap.add_argument("--scale-creators", default="1,2,4", help="scale: creator counts to run")
+    ap.add_argument(
+        "--scale-kill-interval",
+        type=int,
+        default=120,
+        help="scale: creator interval s (0: no kill)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
     size = SIZES[args.sizes or ("quick" if args.quick else "full")]
     only = [s.strip() for s in (args.only or ",".join(SCENARIOS)).split(",") if s.strip()]
-    bad = [s for s in only if s not in SCENARIOS]
+    bad = [s for s in only if s not in SCENARIOS + OPT_IN]
     if bad:
-        ap.error(f"unknown scenario(s) {bad}; choose from {SCENARIOS}")
+        ap.error(f"unknown scenario(s) {bad}; choose from {SCENARIOS + OPT_IN}")
     drills = [d.strip() for d in (args.drills or ",".join(DRILLS)).split(",") if d.strip()]
     logging.basicConfig(level=logging.WARNING)
     out_dir = Path(args.out)
@@ -148,6 +159,18 @@ def main(argv: list[str] | None = None) -> int:
         if "api" in only:
             st.wipe("api", fresh_server=fresh)
             step("api", run_api, st, int(size["api"]), int(size["api_logins"]))
+        if "scale" in only:
+            ks = tuple(int(k) for k in args.scale_creators.split(",") if k.strip())
+            step(
+                "scale",
+                run_scale,
+                st,
+                args.scale_users,
+                seed,
+                ks,
+                kill_interval=args.scale_kill_interval,
+                fresh=fresh,
+            )
     results["seconds"] = round(time.time() - t0, 1)
     path = out_dir / f"{stamp}.json"
     report.write_json(results, path)

@@ -239,6 +239,7 @@ def two_creators(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
     """Two ``tzpush creator --once`` started at once on the same reminders (next whole minute)."""
     st.fake.reset()
     st.db[dbm.STATE].delete_many({})
+    st.db[dbm.PARTITIONS].delete_many({})
     prefix = "dtwo"
     settings = st.settings_for(prefix, lead=min(lead, 5.0))
     now = dt.datetime.now(dt.UTC)
@@ -296,6 +297,7 @@ def skipped_pass(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
             update={"creator": settings.creator.model_copy(update={"horizon_hours": 1.0})}
         )
         st.db[dbm.STATE].delete_many({})
+        st.db[dbm.PARTITIONS].delete_many({})
         st.db[dbm.MESSAGES].delete_many({"reminderId": {"$regex": f"^{prefix}"}})
         broker = st.broker(settings)
         try:
@@ -314,6 +316,7 @@ def skipped_pass(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
             "terminal": "no documents to be terminal" if planned == 0 else "armed (days ahead)",
         }
     st.db[dbm.STATE].delete_many({})
+    st.db[dbm.PARTITIONS].delete_many({})
     return out
 
 

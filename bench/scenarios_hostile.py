@@ -43,6 +43,7 @@ def poison(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> Doc:
         users[1]["timezone"] = "Mars/Olympus"  # not a zone
         workload.seed_population(st.db, users, tokens, reminders)
         st.db[dbm.STATE].delete_many({})
+        st.db[dbm.PARTITIONS].delete_many({})
         broker = st.broker(settings)
         try:
             nested = b'{"v": 1, "items": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"

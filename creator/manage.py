@@ -16,14 +16,14 @@ import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from pymongo import ReturnDocument
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from creator.planner import STATE_ID, Planner
+from creator.planner import Planner
 from shared.domain.backoff import compute_backoff
 from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.domain.messages import Doc, Status, terminal_update
+from shared.domain.plan import bucket_of
 from shared.domain.validation import (
     validate_daily_cap,
     validate_expo_token,
@@ -36,6 +36,7 @@ from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import tokens
 from shared.store.intent import record_changes
+from shared.store.partitions import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,44 @@ class Manager:
         """Create or change a user. ``quiet_hours``/``daily_cap``: False = leave, None = clear."""
         _check_id(user_id, "user id")
         existing = self.db[dbm.USERS].find_one({"_id": user_id})
+        sets = self.user_sets(
+            user_id,
+            existing,
+            timezone=timezone,
+            enabled=enabled,
+            categories=categories,
+            quiet_hours=quiet_hours,
+            daily_cap=daily_cap,
+        )
+        # update_one then find_one, not find_one_and_update: the server here reads the whole
+        # collection for a find_one_and_update even by _id (0.65 s at 100k users).
+        self.db[dbm.USERS].update_one({"_id": user_id}, user_update(user_id, sets), upsert=True)
+        user = self.db[dbm.USERS].find_one({"_id": user_id})
+        # A new zone moves every occurrence: pending messages are re-planned under a new reminder
+        # version. Other preference changes are rechecked at send time.
+        if (
+            existing is not None
+            and timezone is not None
+            and existing.get("timezone") != sets["timezone"]
+        ):
+            for r in self.db[dbm.REMINDERS].find({"userId": user_id, "isDeleted": False}):
+                self.supersede(r, existing, f"user time zone changed to {sets['timezone']}")
+        record_changes(self.db, [user_id], self.now)
+        self.planner.plan_users([user_id])
+        return user or {}
+
+    def user_sets(
+        self,
+        user_id: str,
+        existing: Doc | None,
+        *,
+        timezone: str | None = None,
+        enabled: bool | None = None,
+        categories: Mapping[str, bool] | None = None,
+        quiet_hours: tuple[str, str] | bool | None = False,
+        daily_cap: int | bool | None = False,
+    ) -> Doc:
+        """The ``$set`` of a user change, every value checked (``InputError`` names the bad one)."""
         if existing is None and timezone is None:
             raise InputError(f"user {user_id!r} does not exist yet: --timezone is required")
         sets: dict[str, Any] = {"updatedAt": self.now}
@@ -106,24 +145,7 @@ class Manager:
             sets["dailyCap"] = None
         elif daily_cap is not False:
             sets["dailyCap"] = validate_daily_cap(daily_cap)
-        user = self.db[dbm.USERS].find_one_and_update(
-            {"_id": user_id},
-            {"$set": sets, "$setOnInsert": {"createdAt": self.now}},
-            upsert=True,
-            return_document=ReturnDocument.AFTER,
-        )
-        # A new zone moves every occurrence: pending messages are re-planned under a new reminder
-        # version. Other preference changes are rechecked at send time.
-        if (
-            existing is not None
-            and timezone is not None
-            and existing.get("timezone") != sets["timezone"]
-        ):
-            for r in self.db[dbm.REMINDERS].find({"userId": user_id, "isDeleted": False}):
-                self._supersede(r, existing, f"user time zone changed to {sets['timezone']}")
-        record_changes(self.db, [user_id], self.now)
-        self.planner.plan_users([user_id])
-        return user or {}
+        return sets
 
     def get_user(self, user_id: str) -> Doc:
         return self._get(dbm.USERS, user_id, "user")
@@ -144,18 +166,10 @@ class Manager:
     ) -> Doc:
         """Add a reminder and plan it; returns the stored document (its ``_id`` is the new id)."""
         self.get_user(user_id)
-        doc = self._reminder_fields(
+        fields = self.reminder_fields(
             category, label, at, offset_minutes, weekdays, title, body, data
         )
-        doc.update(
-            _id=uuid.uuid4().hex[:16],
-            userId=user_id,
-            active=True,
-            isDeleted=False,
-            version=1,
-            createdAt=self.now,
-            updatedAt=self.now,
-        )
+        doc = new_reminder(user_id, uuid.uuid4().hex[:16], fields, self.now)
         self.db[dbm.REMINDERS].insert_one(doc)
         record_changes(self.db, [user_id], self.now)
         self.planner.plan_users([user_id])
@@ -185,11 +199,11 @@ class Manager:
         if unknown:
             raise InputError(f"unknown reminder field(s): {', '.join(sorted(unknown))}")
         merged.update({k: v for k, v in changes.items() if v is not None or k == "weekdays"})
-        fields = self._reminder_fields(**merged)
+        fields = self.reminder_fields(**merged)
         if active is not None:
             fields["active"] = bool(active)
         user = self.get_user(old["userId"])
-        self._supersede(old, user, "reminder changed", extra=fields)
+        self.supersede(old, user, "reminder changed", extra=fields)
         record_changes(self.db, [old["userId"]], self.now)
         self.planner.plan_users([old["userId"]])
         return self._get_reminder(reminder_id)
@@ -197,7 +211,7 @@ class Manager:
     def remove_reminder(self, reminder_id: str) -> Doc:
         old = self._get_reminder(reminder_id)
         user = self.db[dbm.USERS].find_one({"_id": old["userId"]}) or {"timezone": "UTC"}
-        self._supersede(old, user, "reminder removed", extra={"isDeleted": True, "active": False})
+        self.supersede(old, user, "reminder removed", extra={"isDeleted": True, "active": False})
         record_changes(self.db, [old["userId"]], self.now)
         return self._get_reminder(reminder_id)
 
@@ -232,6 +246,9 @@ class Manager:
                 reason = f"{tokens.TOKEN_REPLACED} by a new login on the install"
                 tokens.deactivate(self.db, {"_id": {"$in": others}}, reason, now)
             if mine:
+                # Planned again (idempotent): a login an outage cut before its planning is sent
+                # again by the backend, and this is its only chance before the next window.
+                self.planner.plan_users([user_id])
                 return mine[0]
             doc = tokens.new_registration(user_id, device, token, now)
             try:
@@ -268,7 +285,7 @@ class Manager:
                 f"unknown category {category!r} (configured: {', '.join(self.settings.categories)})"
             )
 
-    def _reminder_fields(
+    def reminder_fields(
         self,
         category: str,
         label: str,
@@ -306,7 +323,7 @@ class Manager:
             raise NotFoundError(f"no {what} {doc_id!r}")
         return doc
 
-    def _supersede(
+    def supersede(
         self, old: Doc, user: Mapping[str, Any], reason: str, extra: Doc | None = None
     ) -> None:
         """Bump the reminder's version and cancel its pending messages at the old instants."""
@@ -315,8 +332,9 @@ class Manager:
             {"_id": old["_id"]},
             {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},
         )
-        st = self.db[dbm.STATE].find_one({"_id": STATE_ID}) or {}
-        until = st.get("plannedUntil")
+        until = watermarks(self.db, [old["userId"]], self.settings.creator.partitions).get(
+            old["userId"]
+        )
         if until is None:
             return
         max_grace = max(c.grace_seconds for c in self.settings.categories.values())
@@ -343,6 +361,29 @@ class Manager:
             {"$set": terminal_update(Status.CANCELLED, reason, now)},
         )
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
+
+
+def user_update(user_id: str, sets: Doc) -> Doc:
+    """The upsert of a user: the checked ``sets``, and what only a new user gets."""
+    return {
+        "$set": sets,
+        "$setOnInsert": {"createdAt": sets["updatedAt"], "bucket": bucket_of(user_id)},
+    }
+
+
+def new_reminder(user_id: str, reminder_id: str, fields: Doc, now: dt.datetime) -> Doc:
+    """A reminder document as first stored (``fields`` from ``Manager.reminder_fields``)."""
+    return {
+        "active": True,
+        **fields,
+        "_id": reminder_id,
+        "userId": user_id,
+        "bucket": bucket_of(user_id),  # the planner reads a range of buckets at a time
+        "isDeleted": False,
+        "version": 1,
+        "createdAt": now,
+        "updatedAt": now,
+    }
 
 
 def _check_id(value: str, what: str) -> str:

@@ -2,11 +2,18 @@
 
 The service runs a planning pass at start and then every ``creator.interval_seconds`` under
 APScheduler (one pass at a time, missed runs coalesced). SIGTERM/SIGINT stop it between passes.
+
+Partitions (``shared/store/partitions.py``): a creator registers, waits one heartbeat so that
+creators started together see each other, then holds its share. A heartbeat thread renews the
+leases every third of ``lease_seconds`` and rebalances; when it takes partitions (a creator died
+or left) it runs a pass at once, so a dead creator's partitions are planned within one lease
+plus one heartbeat. A clean stop gives the partitions back at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import threading
 from collections.abc import Iterator
@@ -59,10 +66,31 @@ def health(planner: Planner) -> dict[str, str | None]:
     return out
 
 
+def heartbeat_s(settings: Settings) -> float:
+    """How often a creator renews its leases: a third of the lease."""
+    return settings.creator.lease_seconds / 3
+
+
+def join_fleet(planner: Planner, stop: threading.Event | None = None) -> None:
+    """Register, then wait one heartbeat so that creators started together share at once."""
+    planner.membership.register(planner.clock())
+    (stop or threading.Event()).wait(heartbeat_s(planner.settings))
+
+
+def run_once(settings: Settings) -> str:
+    """``tzpush creator --once``: this creator's share of the partitions, planned once (all of
+    them when no other creator runs), then given back."""
+    with open_planner(settings) as planner:
+        join_fleet(planner)
+        report = planner.run_pass()
+    return "\n".join([report.summary(), *(f"note: {n}" for n in report.notes)])
+
+
 def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run planning passes forever (until SIGTERM/SIGINT or ``stop``)."""
     stop = stop or threading.Event()
     with open_planner(settings) as planner:
+        planner.keep_leases = True
         metrics.serve(
             settings.metrics.host,
             settings.metrics.port,
@@ -71,20 +99,42 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
         )
         sched = BlockingScheduler(timezone="UTC")
 
-        def one_pass() -> None:
-            try:
-                if planner.broker is not None and not planner.broker.connected:
-                    planner.broker.connect()
-                with metrics.PLAN_SECONDS.time():
-                    report = planner.run_pass()
-                metrics.PLANNED.inc(report.inserted)
-                metrics.MISSED_BY_JANITOR.inc(report.missed)
-                log.info("planning pass: %s", report.summary())
-            except TransientError as exc:
-                log.warning("planning pass failed, retried next time: %s", exc)
-            except Exception:
-                log.exception("planning pass failed")
+        gained = threading.Event()  # partitions taken while a pass ran: plan them right after
 
+        def one_pass() -> None:
+            while True:
+                gained.clear()
+                try:
+                    if planner.broker is not None and not planner.broker.connected:
+                        planner.broker.connect()
+                    with metrics.PLAN_SECONDS.time():
+                        report = planner.run_pass()
+                    metrics.PLANNED.inc(report.inserted)
+                    metrics.MISSED_BY_JANITOR.inc(report.missed)
+                    log.info("planning pass: %s", report.summary())
+                except TransientError as exc:
+                    log.warning("planning pass failed, retried next time: %s", exc)
+                except Exception:
+                    log.exception("planning pass failed")
+                if not gained.is_set() or stop.is_set():
+                    return
+
+        def heartbeat() -> None:
+            # Renew, rebalance; a pass at once when partitions were taken (a creator died).
+            while not stop.wait(heartbeat_s(settings)):
+                try:
+                    before = set(planner.membership.held)
+                    taken = planner.membership.sync(planner.clock()) - before
+                except Exception as exc:  # the database away: the leases run out, others plan
+                    log.warning("creator heartbeat failed: %s", exc)
+                    continue
+                if taken:
+                    log.info("took partitions %s: planning them now", sorted(taken))
+                    gained.set()  # a pass running now runs again once it ends
+                    with contextlib.suppress(Exception):  # an idle scheduler runs one now
+                        sched.modify_job("plan", next_run_time=dt.datetime.now(dt.UTC))
+
+        join_fleet(planner, stop)
         sched.add_job(
             one_pass,
             "interval",
@@ -94,12 +144,25 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
             next_run_time=planner.clock(),
             id="plan",
         )
+        beat = threading.Thread(target=heartbeat, name="creator-heartbeat", daemon=True)
 
         def _stop() -> None:
             stop.set()
             sched.shutdown(wait=False)
 
         stop_on_signals(_stop, settings.consumer.shutdown_timeout_s)
-        log.info("creator running: a pass every %d s", settings.creator.interval_seconds)
-        sched.start()
+        log.info(
+            "creator %s running: a pass every %d s, %d partitions, lease %.0f s",
+            planner.membership.me,
+            settings.creator.interval_seconds,
+            settings.creator.partitions,
+            settings.creator.lease_seconds,
+        )
+        beat.start()
+        try:
+            sched.start()
+        finally:
+            stop.set()
+            with contextlib.suppress(Exception):
+                planner.membership.leave()
     return 0

@@ -202,6 +202,21 @@ class CreatorSettings(_Group):
     janitor_margin_seconds: float = _within(
         120.0, 0, 86400, "past grace plus this, nobody will send it: is_missed"
     )
+    partitions: int = _within(
+        16,
+        1,
+        4096,
+        "users are split into this many partitions by a hash of the user id; running creators "
+        "share them (same value on every creator)",
+    )
+    lease_seconds: float = _within(
+        60.0,
+        3,
+        86400,
+        "a creator's hold on its partitions, renewed every third of it; a dead creator's "
+        "partitions pass to the others this long after its last renewal (keep it under "
+        "interval_seconds)",
+    )
 
 
 class ConsumerSettings(_Group):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from shared.domain.intent import user_accepts
@@ -30,16 +30,57 @@ from shared.domain.validation import (
 from shared.wire import Item, WakeUp
 
 __all__ = [
+    "BUCKETS",
     "BadDocument",
     "Doc",
     "Plan",
     "WakeupStream",
+    "bucket_of",
+    "group_sorted",
     "group_wakeups",
     "message_id",
+    "owned_partitions",
+    "partition_buckets",
+    "partition_of",
     "plan_checked",
     "to_item",
     "user_accepts",
 ]
+
+
+# A user's bucket: a stable hash of the user id, mod BUCKETS. Stored on the user's reminders,
+# user document and tokens (field ``bucket``), so one index range reads a set of users with
+# everything the planner needs of them. A partition is a contiguous range of buckets, so the
+# number of partitions can change (up to BUCKETS) without rewriting a document.
+BUCKETS = 4096
+
+
+def bucket_of(user_id: str) -> int:
+    """The bucket of a user id: blake2b (stable across processes and versions, unlike Python's
+    salted ``hash()``) of its UTF-8 bytes, mod ``BUCKETS``."""
+    digest = hashlib.blake2b(user_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % BUCKETS
+
+
+def partition_buckets(partition: int, partitions: int) -> tuple[int, int]:
+    """The buckets ``[lo, hi)`` of one of ``partitions`` partitions (sizes differ by at most 1)."""
+    if not 1 <= partitions <= BUCKETS or not 0 <= partition < partitions:
+        raise ValueError(f"partition {partition} of {partitions} (1..{BUCKETS} partitions)")
+    return -(-partition * BUCKETS // partitions), -(-(partition + 1) * BUCKETS // partitions)
+
+
+def partition_of(bucket: int, partitions: int) -> int:
+    """The partition that holds ``bucket`` (the inverse of ``partition_buckets``)."""
+    return bucket * partitions // BUCKETS
+
+
+def owned_partitions(me: str, live: Collection[str], partitions: int) -> set[int]:
+    """The partitions creator ``me`` should hold when ``live`` creators are running: partition
+    ``p`` goes to the ``p mod n``-th live creator in id order, so shares differ by at most one
+    and every creator that sees the same live set computes the same assignment."""
+    members = sorted(set(live) | {me})
+    mine = members.index(me)
+    return {p for p in range(partitions) if p % len(members) == mine}
 
 
 class Plan(NamedTuple):
@@ -165,34 +206,55 @@ def group_wakeups(
     and a re-arm, is never missed. An older time only costs a wider recheck.
     """
     ordered = sorted(docs, key=lambda d: (d["category"], d["scheduledAt"], d["_id"]))
+    rows = ((d["category"], to_item(d), _snapshot_ms(d)) for d in ordered)
+    return list(
+        group_sorted(rows, size=size, window_s=window_s, planned_at=planned_at, takeover=takeover)
+    )
+
+
+def _snapshot_ms(doc: Mapping[str, Any]) -> int | None:
+    snapshot = doc.get("plannedAt")
+    return _ms(snapshot) if isinstance(snapshot, dt.datetime) else None
+
+
+def group_sorted(
+    rows: Iterable[tuple[str, Item, int | None]],
+    *,
+    size: int,
+    window_s: float,
+    planned_at: dt.datetime,
+    takeover: bool = False,
+) -> Iterator[WakeUp]:
+    """``group_wakeups`` over rows already in (category, due instant, id) order, lazily.
+
+    A row is (category, item, the message's ``plannedAt`` in epoch ms or None). Holds one
+    wake-up at a time, so a sorted stream of any length (the planner's merge of its spooled
+    runs) is grouped in bounded memory, by the same rules as ``group_wakeups``.
+    """
     latest_ms = _ms(planned_at)
     window_ms = int(window_s * 1000)
-    wakeups: list[WakeUp] = []
     cur: list[Item] = []
     cur_cat = ""
     cur_planned = latest_ms
 
-    def close() -> None:
-        if cur:
-            digest = hashlib.sha1("\n".join(i.id for i in cur).encode()).hexdigest()[:16]
-            wid = f"{cur_cat}:{cur[0].due_ms}:{digest}"
-            wakeups.append(WakeUp(wid, cur_cat, cur_planned, tuple(cur), takeover=takeover))
+    def close() -> WakeUp:
+        digest = hashlib.sha1("\n".join(i.id for i in cur).encode()).hexdigest()[:16]
+        wid = f"{cur_cat}:{cur[0].due_ms}:{digest}"
+        return WakeUp(wid, cur_cat, cur_planned, tuple(cur), takeover=takeover)
 
-    for d in ordered:
-        item = to_item(d)
+    for category, item, snapshot_ms in rows:
         if cur and (
-            d["category"] != cur_cat or len(cur) >= size or item.due_ms - cur[0].due_ms > window_ms
+            category != cur_cat or len(cur) >= size or item.due_ms - cur[0].due_ms > window_ms
         ):
-            close()
+            yield close()
             cur = []
             cur_planned = latest_ms
-        cur_cat = d["category"]
+        cur_cat = category
         cur.append(item)
-        snapshot = d.get("plannedAt")
-        if isinstance(snapshot, dt.datetime):
-            cur_planned = min(cur_planned, _ms(snapshot))
-    close()
-    return wakeups
+        if snapshot_ms is not None:
+            cur_planned = min(cur_planned, snapshot_ms)
+    if cur:
+        yield close()
 
 
 class WakeupStream:

@@ -44,6 +44,8 @@ COUNTERS = "notification_counters"
 STATE = "planner_state"
 FENCES = "consumer_fences"
 SENDERS = "expo_senders"
+PARTITIONS = "planner_partitions"
+CREATORS = "planner_creators"
 
 ALL_COLLECTIONS = (
     USERS,
@@ -58,11 +60,15 @@ ALL_COLLECTIONS = (
     STATE,
     FENCES,
     SENDERS,
+    PARTITIONS,
+    CREATORS,
 )
 
 PENDING_UNIQUE = "pending_occurrence_unique"
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"
-ACTIVE_TOKEN_UNIQUE = "one_active_registration_per_token"
+ACTIVE_TOKEN_UNIQUE = "one_active_registration_per_token_v2"
+# Indexes an earlier version created, dropped by ensure_indexes (collection -> names).
+RETIRED_INDEXES = {TOKENS: ("one_active_registration_per_token",)}
 
 
 def index_plan() -> dict[str, list[IndexModel]]:
@@ -110,9 +116,14 @@ def index_plan() -> dict[str, list[IndexModel]]:
                 [("token", ASCENDING)],
                 name=ACTIVE_TOKEN_UNIQUE,
                 unique=True,
-                partialFilterExpression={"isActive": True, "token": {"$type": "string"}},
+                # No ``$type`` clause: the server here never uses a partial index whose filter has
+                # one (every login scanned the tokens: 78 ms at 5,000). Active registrations
+                # always carry a string token (validated where they enter).
+                partialFilterExpression={"isActive": True},
             ),
             IndexModel([("userId", ASCENDING)], name="tokens_by_user"),
+            # Planning: one bucket range of users at a time (shared/domain/plan.py BUCKETS).
+            IndexModel([("bucket", ASCENDING)], name="tokens_by_bucket"),
             # Tokens with failures, so a success can reset them without a lookup per token.
             IndexModel(
                 [("failureCount", ASCENDING)],
@@ -120,13 +131,26 @@ def index_plan() -> dict[str, list[IndexModel]]:
                 partialFilterExpression={"failureCount": {"$gt": 0}},
             ),
         ],
-        REMINDERS: [IndexModel([("userId", ASCENDING)], name="reminders_by_user")],
+        REMINDERS: [
+            IndexModel([("userId", ASCENDING)], name="reminders_by_user"),
+            # Planning reads one bucket range at a time (a chunk of a partition's users), and
+            # finds documents written without a bucket ({bucket: null}) to give them one.
+            IndexModel([("bucket", ASCENDING)], name="reminders_by_bucket"),
+        ],
+        USERS: [IndexModel([("bucket", ASCENDING)], name="users_by_bucket")],
         CHANGES: [IndexModel([("at", ASCENDING)], name="changes_by_time")],
         ATTEMPTS: [
             IndexModel([("at", ASCENDING)], name="attempts_expire", expireAfterSeconds=7 * 86400)
         ],
         FENCES: [
             IndexModel([("at", ASCENDING)], name="fences_expire", expireAfterSeconds=7 * 86400)
+        ],
+        # Live creators (who shares the planning partitions); a creator that died without
+        # leaving is gone after an hour (it stops counting as live after its lease anyway).
+        CREATORS: [
+            IndexModel(
+                [("heartbeatAt", ASCENDING)], name="creators_by_heartbeat", expireAfterSeconds=3600
+            )
         ],
         # Live senders by heartbeat (Expo's rate shared by the fleet; stats and /healthz);
         # a sender that died without leaving is gone after an hour.
@@ -180,6 +204,10 @@ def ensure_indexes(db: Database[Doc], *, trust_marker: bool = False) -> None:
                 return
         for coll, models in plan.items():
             db[coll].create_indexes(models)
+        for coll, names in RETIRED_INDEXES.items():
+            have = {ix["name"] for ix in db[coll].list_indexes()}
+            for name in sorted(have & set(names)):
+                db[coll].drop_index(name)
         db[STATE].update_one(
             {"_id": INDEX_PLAN_ID},
             {"$set": {"digest": digest, "at": dt.datetime.now(dt.UTC)}},

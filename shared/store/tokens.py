@@ -19,6 +19,7 @@ from pymongo.database import Database
 from shared import metrics
 from shared.domain.messages import Doc
 from shared.domain.outcomes import EffectKind, TokenEffect
+from shared.domain.plan import bucket_of
 from shared.store import db as dbm
 from shared.store.intent import record_changes
 
@@ -69,6 +70,7 @@ def new_registration(user_id: str, device: str, token: str, now: dt.datetime) ->
     return {
         "_id": uuid.uuid4().hex[:16],
         "userId": user_id,
+        "bucket": bucket_of(user_id),  # the planner reads a range of buckets at a time
         "deviceId": device,
         "token": token,
         "isActive": True,

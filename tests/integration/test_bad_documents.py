@@ -95,11 +95,13 @@ def test_a_pass_skips_bad_reminders_and_users_plans_the_rest_and_runs_the_janito
     evening = world.db[dbm.REMINDERS].find_one({"label": "evening"})
     assert evening is not None and evening["_id"] in planned
     assert not planned & {"r-zone", "r-time", "r-day", "r-nolabel"}
-    state = world.db[dbm.STATE].find_one({"_id": "planner"})
-    assert state is not None and "inProgress" not in state  # the pass ended: no re-arm next time
-    assert state["plannedUntil"] == report.window_end.replace(
-        microsecond=report.window_end.microsecond // 1000 * 1000
-    )
+    states = list(world.db[dbm.PARTITIONS].find())
+    assert len(states) == world.settings.creator.partitions
+    for state in states:  # the pass ended: no re-arm next time
+        assert "inProgress" not in state
+        assert state["plannedUntil"] == report.window_end.replace(
+            microsecond=report.window_end.microsecond // 1000 * 1000
+        )
     assert world.message(overdue)["status"] == "is_missed"  # the janitor ran after planning
     assert report.missed == 1
     skipped = {(b.kind, b.id) for b in report.skipped}

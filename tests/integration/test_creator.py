@@ -123,6 +123,7 @@ def test_running_the_pass_twice_creates_nothing_new(world: World) -> None:
     first = world.planner(clock=fixed_clock).run_pass()
     # Forget the watermark so the second pass re-plans the very same window.
     world.db[dbm.STATE].delete_many({})
+    world.db[dbm.PARTITIONS].delete_many({})
     second = world.planner(clock=fixed_clock).run_pass()
     assert first.inserted == 4
     assert second.inserted == 0 and second.existing == 4
@@ -167,9 +168,8 @@ def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) 
         pass
 
     class CrashingPlanner(Planner):
-        def _publish(self, docs, *, progress=None):  # type: ignore[no-untyped-def]
-            docs = list(docs)
-            if docs:
+        def _send_wakeups(self, wakeups, progress):  # type: ignore[no-untyped-def]
+            if wakeups:
                 raise Crash("killed between insert and arm")
             return []
 
@@ -177,8 +177,8 @@ def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) 
     with pytest.raises(Crash):
         crashing.run_pass()
     assert world.db[dbm.MESSAGES].count_documents({"status": "pending"}) == 4
-    state = world.db[dbm.STATE].find_one({"_id": "planner"})
-    assert state is not None and "inProgress" in state and "plannedUntil" not in state
+    states = list(world.db[dbm.PARTITIONS].find())
+    assert states and all("inProgress" in st and st["plannedUntil"] is None for st in states)
 
     # Make every wake-up fire at once so the test can count them on the queue.
     planner = world.planner(clock=fixed_clock)
@@ -194,8 +194,8 @@ def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) 
     # The re-arm and the new pass's own arming may both name a message: harmless by design
     # (the send guard), but each message is named at least once and at most twice.
     assert max(armed.values()) <= 2
-    state = world.db[dbm.STATE].find_one({"_id": "planner"})
-    assert state is not None and "inProgress" not in state
+    states = list(world.db[dbm.PARTITIONS].find())
+    assert states and not any("inProgress" in st for st in states)
 
 
 def test_removing_a_reminder_after_planning_cancels_its_pending_message(world: World) -> None:
@@ -337,10 +337,13 @@ def test_a_pass_over_unchanged_data_writes_nothing_and_reads_no_reminders(
     class Recorder(monitoring.CommandListener):
         def __init__(self) -> None:
             self.commands: list[tuple[str, str]] = []
+            self.filters: list[tuple[str, Any]] = []
 
         def started(self, event: monitoring.CommandStartedEvent) -> None:
             coll = event.command.get(event.command_name)
             self.commands.append((event.command_name, str(coll)))
+            if event.command_name == "find":
+                self.filters.append((str(coll), event.command.get("filter")))
 
         def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
             pass
@@ -359,64 +362,76 @@ def test_a_pass_over_unchanged_data_writes_nothing_and_reads_no_reminders(
     finally:
         client.close()
     assert report.window_start is None and report.inserted == 0
-    names = [c for c, _ in rec.commands]
-    assert not {"insert", "update", "delete"} & set(names), rec.commands
-    touched = {coll for _, coll in rec.commands}
-    assert dbm.REMINDERS not in touched and dbm.USERS not in touched and dbm.TOKENS not in touched
-    finds = [coll for c, coll in rec.commands if c == "find"]
-    # The watermark, orphaned send-journal entries, the janitor's (empty) due range: each
-    # bounded by what is due or orphaned, none by the number of reminders.
-    assert finds == [dbm.STATE, dbm.JOURNAL, dbm.MESSAGES], rec.commands
+    # Writes: only the creator's heartbeat and its leases (constant, whatever the data).
+    writes = {coll for c, coll in rec.commands if c in ("insert", "update", "delete")}
+    assert writes <= {dbm.CREATORS, dbm.PARTITIONS}, rec.commands
+    # Users, reminders and tokens: only the index lookup of documents without a bucket.
+    for coll, flt in rec.filters:
+        if coll in (dbm.REMINDERS, dbm.USERS, dbm.TOKENS):
+            assert flt == {"bucket": None}, (coll, flt)
+    finds = [coll for coll, _ in rec.filters if coll not in (dbm.REMINDERS, dbm.USERS, dbm.TOKENS)]
+    # Partitions and live creators, orphaned send-journal entries, the janitor's (empty) due
+    # range: each bounded by the partitions, the creators, or what is due or orphaned.
+    assert finds == [
+        dbm.PARTITIONS,
+        dbm.CREATORS,
+        dbm.PARTITIONS,
+        dbm.PARTITIONS,
+        dbm.JOURNAL,
+        dbm.MESSAGES,
+    ], rec.commands
 
 
-def test_a_pass_inserts_full_chunks_across_categories_in_one_global_order(
+def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_grouping(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each insert but the last is a full chunk, even where a category ends inside it; the
-    chunks, in insert order, are the one global sort (category, due instant, id); every chunk is
-    armed after its own insert, and every planned message is in exactly one wake-up."""
+    """The pass reads a few users at a time (bucket ranges), inserts each chunk before it
+    arms anything, and arms exactly the wake-ups of grouping the whole window at once: every
+    planned message in exactly one wake-up, none part-full because of the chunks."""
     import creator.planner as planner_mod
+    from shared.domain.plan import group_wakeups
 
     m = world.manager()
     zones = ["Asia/Tashkent", "Europe/Berlin", "America/New_York", "Australia/Sydney", "UTC"]
-    for n in range(10):
+    for n in range(30):
         world.user(f"u{n}", zones[n % len(zones)], manager=m)
         for k, cat in enumerate(["meal", "mood", "medication"]):
-            m.add_reminder(
-                f"u{n}", category=cat, label=f"{cat}-{n}", at=f"{7 + k + n % 4:02d}:{n:02d}"
-            )
+            m.add_reminder(f"u{n}", category=cat, label=f"{cat}-{n}", at=f"{7 + k:02d}:00")
+    monkeypatch.setattr(planner_mod, "CHUNK_REMINDERS", 10)
     monkeypatch.setattr(planner_mod, "INSERT_CHUNK", 7)
     planner = world.planner(clock=fixed_clock)
-    events: list[tuple[str, list[str]]] = []
+    events: list[tuple[str, int]] = []
+    chunks: list[tuple[int, int]] = []
     wakeups: list[WakeUp] = []
-    insert, publish = planner._insert, planner._publish
+    insert, send, read = planner._insert, planner._send_wakeups, planner._read_chunk
+
+    def spy_read(lo: int, hi: int) -> Any:
+        chunks.append((lo, hi))
+        return read(lo, hi)
 
     def spy_insert(docs: list[Doc], report: PassReport) -> list[Doc]:
-        events.append(("insert", [str(d["_id"]) for d in docs]))
+        events.append(("insert", len(docs)))
         return insert(docs, report)
 
-    def spy_publish(docs: list[Doc], **kw: Any) -> list[WakeUp]:
-        events.append(("arm", [str(d["_id"]) for d in docs]))
-        got = publish(docs, **kw)
-        wakeups.extend(got)
-        return got
+    def spy_send(ws: list[WakeUp], progress: Any) -> list[WakeUp]:
+        events.append(("arm", len(ws)))
+        wakeups.extend(ws)
+        return send(ws, progress)
 
+    monkeypatch.setattr(planner, "_read_chunk", spy_read)
     monkeypatch.setattr(planner, "_insert", spy_insert)
-    monkeypatch.setattr(planner, "_publish", spy_publish)
+    monkeypatch.setattr(planner, "_send_wakeups", spy_send)
     report = planner.run_pass()
 
-    inserts = [ids for kind, ids in events if kind == "insert"]
-    assert report.planned == report.inserted == 30 == sum(map(len, inserts))
-    assert [len(c) for c in inserts[:-1]] == [7] * (len(inserts) - 1) and 0 < len(inserts[-1]) <= 7
-    docs = {d["_id"]: d for d in world.db[dbm.MESSAGES].find()}
-    one_sort = sorted(docs, key=lambda i: (docs[i]["category"], docs[i]["scheduledAt"], i))
-    assert [i for c in inserts for i in c] == one_sort
-    # A chunk is armed only once its insert returned, and before the next-but-one insert.
-    for n, ids in enumerate(inserts):
-        at = events.index(("arm", ids))
-        assert at > events.index(("insert", ids))
-        if n + 2 < len(inserts):
-            assert at < events.index(("insert", inserts[n + 2]))
-    items = [it.id for w in wakeups for it in w.items]
-    assert sorted(items) == sorted(docs) and len(items) == len(set(items))
-    assert all(len({docs[it.id]["category"] for it in w.items}) == 1 for w in wakeups)
+    assert report.planned == report.inserted == 90
+    assert len(chunks) > 4  # read a few users at a time, not all at once
+    assert all(n <= 7 for kind, n in events if kind == "insert")
+    last_insert = max(i for i, (kind, _) in enumerate(events) if kind == "insert")
+    assert all(i > last_insert for i, (kind, _) in enumerate(events) if kind == "arm")
+    docs = list(world.db[dbm.MESSAGES].find())
+    c = world.settings.creator
+    whole = group_wakeups(
+        docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=FIXED_NOW
+    )
+    assert [(w.id, w.items) for w in wakeups] == [(w.id, w.items) for w in whole]
+    assert report.wakeups == len(whole)
