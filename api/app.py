@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from api import idempotency, problems
+from api.coalesce import Coalescer
 from api.deps import Backend
 from api.idempotency import IdempotencyStore
 from api.keys import KeyRing
@@ -27,6 +28,7 @@ from api.limits import RateLimiter
 from api.manage import ApiManager
 from api.models import ApiModel
 from api.problems import InvalidField, Problem
+from creator import upserts
 from shared.errors import TzpushError
 from shared.settings import Settings
 from shared.store import db as dbm
@@ -80,6 +82,9 @@ def create_app(backend: Backend) -> FastAPI:
 
     for module in (routes_users, routes_reminders, routes_messages, routes_batch, routes_ops):
         app.include_router(module.router)
+    from api import console
+
+    console.install(app, backend)  # the operator's console under /console (api/console)
     app.add_exception_handler(problems.ApiProblem, problems.on_api_problem)
     app.add_exception_handler(RequestValidationError, problems.on_validation)
     app.add_exception_handler(StarletteHTTPException, problems.on_http_exception)
@@ -122,25 +127,36 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
     with open_planner(settings) as planner:
         ensure_api_indexes(planner.db)
         manager = ApiManager(planner.db, planner, settings)
-        yield Backend(
-            settings=settings,
-            manager=manager,
-            keys=KeyRing(settings.api.keys),
-            idempotency=IdempotencyStore(planner.db, planner.clock),
-            limiter=RateLimiter(settings.api.rate_per_second, settings.api.burst),
+        logins: Coalescer[upserts.Login, upserts.Outcome] = Coalescer(
+            lambda batch: upserts.register_tokens(manager, batch), name="api-logins"
         )
+        try:
+            yield Backend(
+                settings=settings,
+                manager=manager,
+                keys=KeyRing(settings.api.keys),
+                idempotency=IdempotencyStore(planner.db, planner.clock),
+                limiter=RateLimiter(settings.api.rate_per_second, settings.api.burst),
+                logins=logins,
+            )
+        finally:
+            logins.close()
 
 
 MESSAGES_BY_USER = "api_messages_by_user"
 
 
 def ensure_api_indexes(database: Any) -> None:
-    """The API's own indexes: idempotency records expire after 24 h, and a user's messages by
-    due instant (the messages list and each reminder's last occurrence)."""
+    """The API's own indexes: idempotency records expire after 24 h, console sessions when
+    they end, and a user's messages by due instant (the messages list and each reminder's last
+    occurrence)."""
     from pymongo import ASCENDING, IndexModel
+
+    from api.console import session as console_sessions
 
     with dbm.translate_errors("creating the API's indexes"):
         database[idempotency.COLLECTION].create_indexes(idempotency.INDEXES)
+        database[console_sessions.COLLECTION].create_indexes(console_sessions.INDEXES)
         database[dbm.MESSAGES].create_indexes(
             [IndexModel([("userId", ASCENDING), ("scheduledAt", ASCENDING)], name=MESSAGES_BY_USER)]
         )

@@ -15,12 +15,15 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pymongo.database import Database
 
+from api.coalesce import Coalescer
 from api.idempotency import IdempotencyStore
 from api.keys import KeyRing, Principal
 from api.limits import RateLimiter
 from api.manage import ApiManager
 from api.problems import ApiProblem, field_error, invalid
+from creator import upserts
 from shared.domain.messages import Doc
+from shared.errors import TzpushError
 from shared.settings import Settings
 
 
@@ -31,10 +34,23 @@ class Backend:
     keys: KeyRing
     idempotency: IdempotencyStore
     limiter: RateLimiter = field(default_factory=RateLimiter)
+    # Concurrent logins written together (api.coalesce); None: each on its own.
+    logins: Coalescer[upserts.Login, upserts.Outcome] | None = None
 
     @property
     def db(self) -> Database[Doc]:
         return self.manager.db
+
+    def login(self, user_id: str, device_id: str, token: str) -> Doc:
+        """A login (``creator.upserts.register_tokens``), with whatever logins arrive with it."""
+        login = upserts.Login(user_id, device_id, token)
+        if self.logins is not None:
+            outcome = self.logins.submit(login).result()
+        else:
+            outcome = upserts.register_tokens(self.manager, [login])[0]
+        if isinstance(outcome, TzpushError):
+            raise outcome
+        return outcome.doc
 
     def check_categories(self, names: list[str], field: str) -> None:
         """422 naming each category that is not configured (the CLI's rule)."""

@@ -28,7 +28,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.errors import InputError, NotFoundError, PermanentError, TransientError
+from shared.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    PermanentError,
+    TransientError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +206,8 @@ async def on_project_error(request: Request, exc: Exception) -> Response:
     """The project's error tree, as the management code raises it."""
     if isinstance(exc, NotFoundError):
         return problem_response(_path(request), 404, str(exc))
+    if isinstance(exc, ConflictError):
+        return problem_response(_path(request), 409, str(exc))
     if isinstance(exc, InputError | PermanentError):
         return problem_response(_path(request), 422, str(exc))
     if isinstance(exc, TransientError | ConnectionFailure):

@@ -1,11 +1,12 @@
 """``POST /v1/batch``: up to 1,000 user, device and reminder upserts in one call (onboarding).
 
-Each item is checked and applied on its own, in order, through the same code as its single
-resource (``PUT /v1/users/{id}``, ``PUT .../devices/{id}``, ``PUT .../reminders/{id}``), and
-answered with its own result: the status that call would have given, the id, and for a refusal
-the problem (with its invalid fields). One bad item does not stop the others; the answer is 200
-as long as the batch itself is well formed. Items run in order, so a user can be created and
-given devices and reminders in one batch.
+Each item is checked as its single resource checks it (``PUT /v1/users/{id}``,
+``PUT .../devices/{id}``, ``PUT .../reminders/{id}``), then the batch is applied by
+``creator.upserts.apply``: as if item after item, in order (a user can be created and given
+devices and reminders in one batch), with the database's work done in a few bulk writes. Each
+item is answered with its own result: the status its single call would have given, the id, and
+for a refusal the problem (with its invalid fields). One bad item does not stop the others; the
+answer is 200 as long as the batch itself is well formed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter
 from pydantic import Field, TypeAdapter, ValidationError
 
+from api.checks import payload_problem
 from api.deps import AppCaller, Backend, BackendDep
 from api.models import ApiModel, DeviceIn, Id, OutModel, ReminderIn, UserIn
 from api.problems import (
@@ -24,10 +26,12 @@ from api.problems import (
     ApiProblem,
     Problem,
     field_error,
+    invalid,
     problem_responses,
 )
-from api.routes_reminders import put as put_reminder
-from shared.errors import InputError, NotFoundError
+from api.routes_reminders import spec_of
+from creator import upserts
+from shared.errors import ConflictError, NotFoundError, TransientError
 
 router = APIRouter(tags=["batch"])
 MAX_ITEMS = 1000
@@ -102,26 +106,51 @@ def _problem(status: int, detail: str, errors: list[dict[str, str]] | None = Non
     )
 
 
-def _apply(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> tuple[int, str]:
-    m = b.manager
+def _item(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> upserts.Item:
+    """The item as the management code takes it, after the API's own checks (categories as
+    configured, the payload under Expo's limit, naming the field): an ``ApiProblem`` if not."""
     if isinstance(item, BatchUser):
         u = item.user
         b.check_categories(list(u.categories), "user.categories")
-        quiet = (u.quiet_hours.start, u.quiet_hours.end) if u.quiet_hours else None
-        m.upsert_user(
+        return upserts.UserChange(
             item.user_id,
             timezone=u.timezone,
             enabled=u.enabled,
             categories={c: u.categories.get(c, True) for c in b.settings.categories},
-            quiet_hours=quiet,
+            quiet_hours=(u.quiet_hours.start, u.quiet_hours.end) if u.quiet_hours else None,
             daily_cap=u.daily_cap,
         )
-        return 200, item.user_id
     if isinstance(item, BatchDevice):
-        m.register_token(item.user_id, device=item.device_id, token=item.device.token)
-        return 200, item.device_id
-    _, created = put_reminder(b, item.user_id, item.reminder_id, item.reminder)
-    return (201 if created else 200), item.reminder_id
+        return upserts.Login(item.user_id, item.device_id, item.device.token)
+    r = item.reminder
+    b.check_categories([r.category], "reminder.category")
+    too_big = payload_problem(r.title, r.body, r.data)
+    if too_big is not None:
+        name = "data" if r.data else "body" if r.body else "title"
+        raise invalid([field_error(f"reminder.{name}", too_big)])
+    return upserts.ReminderPut(item.user_id, item.reminder_id, spec_of(r))
+
+
+def _answer(
+    index: int, item: upserts.Item, outcome: upserts.Outcome, shown: str | None
+) -> BatchResult:
+    if isinstance(outcome, upserts.Done):
+        if isinstance(item, upserts.UserChange):
+            return BatchResult(index=index, status=200, id=item.user_id)
+        if isinstance(item, upserts.Login):
+            return BatchResult(index=index, status=200, id=item.device)
+        status = 201 if outcome.change == "created" else 200
+        return BatchResult(index=index, status=status, id=item.reminder_id)
+    if isinstance(outcome, TransientError):
+        raise outcome  # the database or broker is away: the whole batch is a 503
+    status = (
+        404
+        if isinstance(outcome, NotFoundError)
+        else 409
+        if isinstance(outcome, ConflictError)
+        else 422
+    )
+    return BatchResult(index=index, status=status, id=shown, problem=_problem(status, str(outcome)))
 
 
 def _name(error: Any) -> str:
@@ -138,9 +167,13 @@ def _msg(error: Any) -> str:
     return str(error["msg"]).removeprefix("Value error, ")
 
 
-def _one(b: Backend, index: int, raw: dict[str, Any]) -> BatchResult:
+def _shown(raw: dict[str, Any]) -> str | None:
     raw_id = raw.get("reminderId") or raw.get("deviceId") or raw.get("userId")
-    shown = raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None
+    return raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None
+
+
+def _checked(b: Backend, index: int, raw: dict[str, Any]) -> BatchResult | upserts.Item:
+    """The item ready for the management code, or its refusal."""
     try:
         item = _ITEM.validate_python(raw)
     except ValidationError as exc:
@@ -149,21 +182,13 @@ def _one(b: Backend, index: int, raw: dict[str, Any]) -> BatchResult:
             for e in exc.errors(include_input=False, include_url=False)
         ]
         detail = errors[0]["message"] if len(errors) == 1 else f"{len(errors)} fields are invalid"
-        return BatchResult(index=index, status=422, id=shown, problem=_problem(422, detail, errors))
+        problem = _problem(422, detail, errors)
+        return BatchResult(index=index, status=422, id=_shown(raw), problem=problem)
     try:
-        status, ident = _apply(b, item)
+        return _item(b, item)
     except ApiProblem as exc:
-        return BatchResult(
-            index=index,
-            status=exc.status,
-            id=shown,
-            problem=_problem(exc.status, exc.detail, exc.errors),
-        )
-    except NotFoundError as exc:
-        return BatchResult(index=index, status=404, id=shown, problem=_problem(404, str(exc)))
-    except InputError as exc:
-        return BatchResult(index=index, status=422, id=shown, problem=_problem(422, str(exc)))
-    return BatchResult(index=index, status=status, id=ident)
+        problem = _problem(exc.status, exc.detail, exc.errors)
+        return BatchResult(index=index, status=exc.status, id=_shown(raw), problem=problem)
 
 
 @router.post(
@@ -175,6 +200,12 @@ def _one(b: Backend, index: int, raw: dict[str, Any]) -> BatchResult:
 def batch(body: BatchIn, b: BackendDep, _: AppCaller) -> BatchOut:
     """A database or broker outage stops the batch with a 503: the items before it are
     applied, and sending the whole batch again is safe (every item is an upsert)."""
-    results = [_one(b, i, raw) for i, raw in enumerate(body.items)]
+    checked = [_checked(b, i, raw) for i, raw in enumerate(body.items)]
+    todo = [(i, c) for i, c in enumerate(checked) if not isinstance(c, BatchResult)]
+    outcomes = upserts.apply(b.manager, [c for _, c in todo])
+    results = [c for c in checked if isinstance(c, BatchResult)]
+    for (i, item), outcome in zip(todo, outcomes, strict=True):
+        results.append(_answer(i, item, outcome, _shown(body.items[i])))
+    results.sort(key=lambda r: r.index)
     ok = sum(1 for r in results if r.status < 400)
     return BatchOut(results=results, succeeded=ok, failed=len(results) - ok)

@@ -70,7 +70,7 @@ def put_device(
 ) -> DeviceOut:
     """One active registration per device and per token string: a device (or token) another
     user held is taken from them, and their pending messages for it are cancelled."""
-    doc = b.manager.register_token(user_id, device=device_id, token=body.token)
+    doc = b.login(user_id, device_id, body.token)
     return device_out(doc)
 
 

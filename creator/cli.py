@@ -32,6 +32,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     u.add_argument("--quiet-hours", metavar="HH:MM-HH:MM|none")
     u.add_argument("--daily-cap", metavar="N|none")
     command(users, "show", "show a user", cmd_users_show, "user_id")
+    e = command(
+        users,
+        "erase",
+        "erase a user: pending pushes cancelled, devices, reminders and the user removed, "
+        "message history kept anonymised",
+        cmd_users_erase,
+        "user_id",
+    )
+    e.add_argument("--yes", action="store_true", help="really erase (it cannot be undone)")
 
     rem = subcommands(sub, "reminders", "manage reminders")
     a = command(rem, "add", "add a reminder; prints its id", cmd_reminders_add, "user_id")
@@ -54,6 +63,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     un = command(tok, "unregister", "deactivate a token", cmd_tokens_unregister)
     un.add_argument("--token")
     un.add_argument("--device")
+    lo = command(
+        tok,
+        "logout",
+        "deactivate this user's registration of a device",
+        cmd_tokens_logout,
+        "user_id",
+    )
+    lo.add_argument("--device", required=True)
     tl = command(tok, "list", "a user's tokens", cmd_tokens_list, "user_id")
     tl.add_argument("--json", action="store_true")
 
@@ -82,15 +99,11 @@ def _data(raw: str | None) -> dict[str, Any] | None:
 
 
 def cmd_creator(args: argparse.Namespace, settings: Settings) -> int:
-    from creator.service import open_planner, run_service  # lazy: APScheduler, pymongo
+    from creator.service import run_once, run_service  # lazy: APScheduler, pymongo
 
     logs.setup(settings.log_level, settings.log_json)
     if args.once:
-        with open_planner(settings) as planner:
-            report = planner.run_pass()
-        print(report.summary())
-        for note in report.notes:
-            print(f"note: {note}")
+        print(run_once(settings))
         return 0
     return run_service(settings)
 
@@ -141,6 +154,24 @@ def cmd_users_show(args: argparse.Namespace, settings: Settings) -> int:
     with open_manager(settings) as m:
         user = m.get_user(args.user_id)
     print(json.dumps(user, default=str, indent=2))
+    return 0
+
+
+def cmd_users_erase(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.accounts import erase_user
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
+    if not args.yes:
+        raise InputError(
+            f"erasing {shown(args.user_id)} cannot be undone: add --yes to erase the user"
+        )
+    with open_manager(settings) as m:
+        done = erase_user(m, args.user_id)
+    print(
+        f"user {shown(args.user_id)} erased: {done.cancelled} pending cancelled, "
+        f"{done.tokens} devices deactivated, {done.reminders} reminders removed, "
+        f"{done.history} messages kept anonymised"
+    )
     return 0
 
 
@@ -233,6 +264,16 @@ def cmd_tokens_unregister(args: argparse.Namespace, settings: Settings) -> int:
     with open_manager(settings) as m:
         n = m.unregister_token(token=args.token, device=args.device)
     print(f"{n} token(s) deactivated")
+    return 0
+
+
+def cmd_tokens_logout(args: argparse.Namespace, settings: Settings) -> int:
+    from creator.accounts import logout
+    from creator.service import open_manager  # lazy: APScheduler, pymongo
+
+    with open_manager(settings) as m:
+        n = logout(m, args.user_id, args.device)
+    print(f"{n} registration(s) of device {shown(args.device)} deactivated")
     return 0
 
 

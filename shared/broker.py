@@ -11,8 +11,10 @@ listener callback (stomp.py issues 351, 308, 372).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
+import socket
 import threading
 import uuid
 from dataclasses import dataclass
@@ -112,7 +114,18 @@ class StompClient:
                 f"{type(exc).__name__} {exc}".rstrip()
             ) from exc
         self._listener.disconnected.clear()
+        self._send_at_once()
         return self
+
+    def _send_at_once(self) -> None:
+        """``TCP_NODELAY``: each frame leaves at once. With Nagle's algorithm a frame written
+        right after another waits for the broker's delayed ACK (up to 40 ms): every flush took
+        44 ms on an idle local broker, 0.5 ms without (tests/integration/test_broker_flush.py)."""
+        sock = getattr(self._conn.transport, "socket", None)
+        if sock is None:
+            return
+        with contextlib.suppress(OSError):  # an SSLSocket takes the option as well
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def close(self) -> None:
         try:

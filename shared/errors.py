@@ -26,3 +26,7 @@ class InputError(PermanentError, ValueError):
 
 class NotFoundError(PermanentError, LookupError):
     """A named user, reminder, token or message does not exist."""
+
+
+class ConflictError(PermanentError):
+    """The change collides with what another owner holds (a reminder id another user uses)."""

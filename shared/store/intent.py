@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 
+from pymongo import UpdateOne
 from pymongo.database import Database
 
 from shared.domain.messages import Doc
@@ -21,9 +22,15 @@ CHANGE_SKEW = dt.timedelta(seconds=30)
 
 
 def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.datetime) -> None:
-    """Stamp the intent-change log so consumers recheck these users in full."""
-    for uid in set(user_ids):
-        database[dbm.CHANGES].update_one({"_id": uid}, {"$set": {"at": now}}, upsert=True)
+    """Stamp the intent-change log so consumers recheck these users in full.
+
+    One write for any number of users: each write costs the server here a commit (about 10 ms
+    with its log synced on commit), so a batch of users is stamped in one bulk write."""
+    ops = [
+        UpdateOne({"_id": uid}, {"$set": {"at": now}}, upsert=True) for uid in sorted(set(user_ids))
+    ]
+    if ops:
+        database[dbm.CHANGES].bulk_write(ops, ordered=False)
 
 
 def changed_users(database: Database[Doc], since: dt.datetime) -> set[str]:

@@ -71,9 +71,12 @@ def free_port() -> int:
         return port
 
 
-def _env(settings: Settings, keys: list[dict[str, str]], port: int) -> dict[str, str]:
-    """A consumer's environment for these settings, with the API's own settings on top."""
-    return consumer_env(
+def _env(
+    settings: Settings, keys: list[dict[str, str]], port: int, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """A consumer's environment for these settings, with the API's own settings on top, and
+    then ``extra`` (any variable a test wants the process to have)."""
+    env = consumer_env(
         settings,
         TZPUSH_EXPO__RATE_PER_SECOND="100000",
         TZPUSH_EXPO__MAX_RETRIES="2",
@@ -82,14 +85,20 @@ def _env(settings: Settings, keys: list[dict[str, str]], port: int) -> dict[str,
         TZPUSH_API__PORT=str(port),
         TZPUSH_API__KEYS=json.dumps(keys),
         TZPUSH_API__MAX_BODY_BYTES=str(settings.api.max_body_bytes),
+        TZPUSH_API__CONSOLE_READ_ONLY=str(settings.api.console_read_only).lower(),
+        TZPUSH_API__CONSOLE_SESSION_HOURS=str(settings.api.console_session_hours),
         TZPUSH_LOG_JSON="true",
         PYTHONUNBUFFERED="1",
     )
+    return {**env, **(extra or {})}
 
 
 @contextlib.contextmanager
-def start_api(base: Settings, **api: Any) -> Iterator[ApiServer]:
-    """A running ``tzpush api`` on ``base``'s stack; ``api`` overrides the API settings."""
+def start_api(
+    base: Settings, *, env: dict[str, str] | None = None, **api: Any
+) -> Iterator[ApiServer]:
+    """A running ``tzpush api`` on ``base``'s stack; ``api`` overrides the API settings
+    (``console_read_only=True``), ``env`` adds environment variables to the process."""
     fake = FakeExpo(rate_per_second=0, receipt_delay_s=0).start()
     settings = base.model_copy(
         update={
@@ -109,7 +118,7 @@ def start_api(base: Settings, **api: Any) -> Iterator[ApiServer]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ops.cli", "api"],
             cwd=REPO,
-            env=_env(settings, keys, port),
+            env=_env(settings, keys, port, env),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -156,3 +156,29 @@ def test_tokens_are_stored_stripped(tzpush: Run, world: World):
     )
     (tok,) = world.db[dbm.TOKENS].find({"userId": "s1"})
     assert tok["token"] == "ExponentPushToken[s]"
+
+
+def test_erasing_a_user_from_the_cli_needs_yes_and_leaves_nothing_personal(
+    tzpush: Run, world: World
+):
+    """The API's erasure (creator.accounts.erase_user), from the shell; refused without --yes."""
+    world.user("erin", device="phone", token="ExponentPushToken[erin]")
+    code, _, err = tzpush("users", "erase", "erin")
+    assert code != 0 and "--yes" in one_line(err)
+    assert world.db[dbm.USERS].count_documents({"_id": "erin"}) == 1
+    code, out, _ = tzpush("users", "erase", "erin", "--yes")
+    assert code == 0 and "erased" in out and "1 devices deactivated" in out
+    assert world.db[dbm.USERS].count_documents({"_id": "erin"}) == 0
+    assert world.db[dbm.TOKENS].count_documents({"userId": "erin"}) == 0
+
+
+def test_a_logout_from_the_cli_deactivates_only_that_users_registration(tzpush: Run, world: World):
+    world.user("finn", device="shared-phone", token="ExponentPushToken[shared]")
+    world.user("gwen", device="shared-phone", token="ExponentPushToken[shared]")  # takes it
+    code, out, _ = tzpush("tokens", "logout", "finn", "--device", "shared-phone")
+    assert code == 0 and out.startswith("0 registration")  # finn's was already taken over
+    active = list(world.db[dbm.TOKENS].find({"deviceId": "shared-phone", "isActive": True}))
+    assert [t["userId"] for t in active] == ["gwen"]
+    code, out, _ = tzpush("tokens", "logout", "gwen", "--device", "shared-phone")
+    assert code == 0 and out.startswith("1 registration")
+    assert world.db[dbm.TOKENS].count_documents({"isActive": True}) == 0

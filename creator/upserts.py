@@ -1,0 +1,494 @@
+"""Upserts under ids the caller chose, one or many at once: what an app backend sends.
+
+``put_reminder`` creates or replaces one reminder under a client id (the same content again
+changes nothing). ``register_tokens`` is many logins at once and ``apply`` a whole onboarding
+batch (users, logins, reminders). Both follow the rules of the one-at-a-time calls in
+``creator.manage`` (the same field checks, the same "one active registration per device and per
+token string", the same change stamps and planning), with the database's work done in a few bulk
+round trips: each write costs the server here a commit (about 10 ms with its log synced on
+commit, concurrent writers queue for it), so a login or a batch pays a handful of commits, not a
+handful per item. Each item still gets its own answer: the stored document, or the error its
+single call would have raised.
+
+A batch is applied as if item after item, in order: a login or reminder whose user neither exists
+nor is created by an earlier item is refused (NotFoundError), as it would be alone. A batch that
+names the same user, device, token string or reminder twice is applied one item at a time, in
+order (rare; exactness over speed). Anything the bulk path cannot settle alone (a time zone
+change, a changed reminder, a login that lost a race with a concurrent one) goes through the
+single call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from creator.manage import Manager, new_reminder, user_update
+from shared.domain.messages import Doc
+from shared.domain.validation import validate_expo_token, validate_id
+from shared.errors import ConflictError, NotFoundError, PermanentError, TzpushError
+from shared.store import db as dbm
+from shared.store import tokens
+from shared.store.intent import record_changes
+
+log = logging.getLogger(__name__)
+
+Created = Literal["created", "changed", "unchanged"]
+
+
+@dataclass(frozen=True)
+class ReminderSpec:
+    """A reminder's fields as the Manager takes them (weekdays 0 = Monday)."""
+
+    category: str
+    label: str
+    at: str
+    offset_minutes: int = 0
+    weekdays: Collection[int] | None = None
+    title: str | None = None
+    body: str | None = None
+    data: Mapping[str, Any] | None = None
+    active: bool = True
+
+
+@dataclass(frozen=True)
+class UserChange:
+    """``Manager.upsert_user``'s arguments (``False``: leave as stored, ``None``: clear)."""
+
+    user_id: str
+    timezone: str | None = None
+    enabled: bool | None = None
+    categories: Mapping[str, bool] | None = None
+    quiet_hours: tuple[str, str] | Literal[False] | None = False
+    daily_cap: int | Literal[False] | None = False
+
+
+@dataclass(frozen=True)
+class Login:
+    user_id: str
+    device: str
+    token: str
+
+
+@dataclass(frozen=True)
+class ReminderPut:
+    user_id: str
+    reminder_id: str
+    spec: ReminderSpec
+
+
+Item = UserChange | Login | ReminderPut
+
+
+@dataclass(frozen=True)
+class Done:
+    """An item applied: the stored document and what happened to it."""
+
+    doc: Doc
+    change: Created
+
+
+Outcome = Done | TzpushError
+
+
+# -- one reminder ---------------------------------------------------------------------------
+def put_reminder(m: Manager, user_id: str, reminder_id: str, spec: ReminderSpec) -> Done:
+    """Create or replace the reminder ``reminder_id`` of ``user_id``, and plan it at once.
+
+    The same content again changes nothing (no new version, nothing cancelled). Reminder ids are
+    global: an id another user holds is a ``ConflictError``.
+    """
+    user = m.get_user(user_id)
+    validate_id(reminder_id, "reminder id")
+    fields = _fields(m, spec)
+    coll = m.db[dbm.REMINDERS]
+    existing = coll.find_one({"_id": reminder_id})
+    if existing is None:
+        doc = new_reminder(user_id, reminder_id, fields, m.now)
+        try:
+            coll.insert_one(doc)
+        except DuplicateKeyError:  # a concurrent PUT of the same id won: replace it
+            return put_reminder(m, user_id, reminder_id, spec)
+        record_changes(m.db, [user_id], m.now)
+        m.planner.plan_users([user_id])
+        return Done(doc, "created")
+    _check_owner(existing, user_id, reminder_id)
+    revived = bool(existing.get("isDeleted"))
+    if not revived and _same(existing, fields):
+        # Maybe stored by an attempt an outage cut before its planning: plan it now (idempotent).
+        m.planner.plan_users([user_id])
+        return Done(existing, "unchanged")
+    why = "reminder replaced" if not revived else "reminder re-created"
+    m.supersede(existing, user, why, extra={**fields, "isDeleted": False})
+    record_changes(m.db, [user_id], m.now)
+    m.planner.plan_users([user_id])
+    stored = coll.find_one({"_id": reminder_id}) or {}
+    return Done(stored, "created" if revived else "changed")
+
+
+# -- many logins ----------------------------------------------------------------------------
+def register_tokens(m: Manager, logins: Sequence[Login]) -> list[Outcome]:
+    """Many logins at once, each as ``Manager.register_token`` would do it alone."""
+    return apply(m, logins)
+
+
+# -- a batch --------------------------------------------------------------------------------
+def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
+    """Apply ``items`` as if one after the other; one outcome per item, in order."""
+    if not items:
+        return []
+    if _repeats(items) or _reminder_before_its_user(items):
+        done = [_one(m, it) for it in items]
+        _plan(m, items, done, set())
+        return done
+    out: list[Outcome | None] = [None] * len(items)
+    ids = {it.user_id for it in items}
+    users = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": sorted(ids)}})}
+    to_plan: set[str] = set()  # users with a new registration, reminder or setting
+    to_stamp: set[str] = set()  # existing users whose settings changed
+    created_at = _apply_users(m, items, users, out, to_plan, to_stamp)
+
+    def user_ready(i: int, user_id: str) -> bool:
+        return user_id in users or created_at.get(user_id, len(items)) < i
+
+    _apply_logins(m, items, user_ready, out, to_plan)
+    _apply_reminders(m, items, user_ready, out, to_plan)
+    # The change log makes consumers recheck wake-ups planned before a change. Only changed
+    # settings need it: a new user, registration or reminder changes no wake-up planned before
+    # (what they replace, a registration taken over or an old reminder version, is stamped where
+    # it ends, by ``tokens.deactivate`` and ``put_reminder``).
+    if to_stamp:
+        record_changes(m.db, to_stamp, m.now)
+    outcomes = [o if o is not None else PermanentError("not applied") for o in out]
+    _plan(m, items, outcomes, to_plan)
+    return outcomes
+
+
+def _plan(
+    m: Manager, items: Sequence[Item], outcomes: Sequence[Outcome], to_plan: set[str]
+) -> None:
+    """Plan ``to_plan``, and the users of the logins and reminders found already stored.
+
+    An item found stored may have been written by an attempt that an outage cut before its
+    planning (the last step): the backend sends the batch again, and this is its only chance to
+    be planned before the planner's next window. Planning again is idempotent (what is planned
+    already is skipped, nothing is armed twice)."""
+    stored = {
+        it.user_id
+        for it, o in zip(items, outcomes, strict=True)
+        if isinstance(o, Done) and isinstance(it, Login | ReminderPut) and o.change != "created"
+    }
+    if to_plan or stored:
+        m.planner.plan_users(sorted(to_plan | stored))
+
+
+def _apply_users(
+    m: Manager,
+    items: Sequence[Item],
+    users: dict[str, Doc],
+    out: list[Outcome | None],
+    to_plan: set[str],
+    to_stamp: set[str],
+) -> dict[str, int]:
+    """New users in one insert, changed ones in one bulk write; a new time zone for an existing
+    user goes the single way (its pending messages move). Returns the index of each user
+    created."""
+    ops: list[UpdateOne] = []
+    done: list[tuple[int, str]] = []
+    fresh: list[tuple[int, str, Doc]] = []
+    created: dict[str, int] = {}
+    for i, it in enumerate(items):
+        if not isinstance(it, UserChange):
+            continue
+        existing = users.get(it.user_id)
+        if (
+            existing is not None
+            and it.timezone is not None
+            and it.timezone != existing.get("timezone")
+        ):
+            out[i] = _guard(_upsert, m, it)
+            continue
+        try:
+            validate_id(it.user_id, "user id")
+            sets = m.user_sets(
+                it.user_id,
+                existing,
+                timezone=it.timezone,
+                enabled=it.enabled,
+                categories=it.categories,
+                quiet_hours=it.quiet_hours,
+                daily_cap=it.daily_cap,
+            )
+        except TzpushError as exc:
+            out[i] = exc
+            continue
+        if existing is None:
+            created[it.user_id] = i
+            fresh.append((i, it.user_id, _new_user(it.user_id, sets)))
+        else:
+            ops.append(UpdateOne({"_id": it.user_id}, user_update(it.user_id, sets), upsert=True))
+            done.append((i, it.user_id))
+    if fresh:
+        # New users are inserted (cheaper than upserts here); one a concurrent call created
+        # meanwhile is updated instead, as its single call would have done.
+        try:
+            m.db[dbm.USERS].insert_many([doc for _, _, doc in fresh], ordered=False)
+            taken: set[int] = set()
+        except BulkWriteError as exc:
+            taken = {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+        for k, (i, uid, doc) in enumerate(fresh):
+            if k in taken:
+                skip = ("_id", "createdAt", "bucket")
+                sets = {key: value for key, value in _flat(doc).items() if key not in skip}
+                ops.append(UpdateOne({"_id": uid}, user_update(uid, sets), upsert=True))
+                done.append((i, uid))
+            else:
+                out[i] = Done(doc, "created")
+                to_plan.add(uid)
+    if ops:
+        m.db[dbm.USERS].bulk_write(ops, ordered=False)
+        ids = [u for _, u in done]
+        stored = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": ids}})}
+        for i, uid in done:
+            out[i] = Done(stored.get(uid, {"_id": uid}), "changed")
+            to_plan.add(uid)
+            to_stamp.add(uid)
+    return created
+
+
+def _apply_logins(
+    m: Manager,
+    items: Sequence[Item],
+    user_ready: Callable[[int, str], bool],
+    out: list[Outcome | None],
+    to_plan: set[str],
+) -> None:
+    todo: list[tuple[int, Login, str]] = []
+    for i, it in enumerate(items):
+        if not isinstance(it, Login):
+            continue
+        try:
+            token = validate_expo_token(it.token)
+            validate_id(it.device, "device id")
+            validate_id(it.user_id, "user id")
+            if not user_ready(i, it.user_id):
+                raise NotFoundError(f"no user {it.user_id!r}")
+        except TzpushError as exc:
+            out[i] = exc
+            continue
+        todo.append((i, it, token))
+    if not todo:
+        return
+    coll = m.db[dbm.TOKENS]
+    devices = sorted({it.device for _, it, _ in todo})
+    strings = sorted({t for _, _, t in todo})
+    current = {d["_id"]: d for d in coll.find({"deviceId": {"$in": devices}, "isActive": True})}
+    for d in coll.find({"token": {"$in": strings}, "isActive": True}):
+        current.setdefault(d["_id"], d)
+    now = m.now
+    replaced: list[str] = []
+    new: list[tuple[int, Login, Doc]] = []
+    for i, it, token in todo:
+        near = [d for d in current.values() if d["deviceId"] == it.device or d["token"] == token]
+        mine = [
+            d
+            for d in near
+            if (d["userId"], d["deviceId"], d["token"]) == (it.user_id, it.device, token)
+        ]
+        replaced += [d["_id"] for d in near if d not in mine]
+        if mine:
+            out[i] = Done(mine[0], "unchanged")
+        else:
+            new.append((i, it, tokens.new_registration(it.user_id, it.device, token, now)))
+    if replaced:
+        reason = f"{tokens.TOKEN_REPLACED} by a new login on the install"
+        tokens.deactivate(m.db, {"_id": {"$in": sorted(set(replaced))}}, reason, now)
+    if not new:
+        return
+    lost: set[int] = set()
+    try:
+        coll.insert_many([doc for _, _, doc in new], ordered=False)
+    except BulkWriteError as exc:  # a concurrent login took the device or token meanwhile
+        lost = {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+    for k, (i, it, doc) in enumerate(new):
+        if k in lost:
+            out[i] = _guard(_login, m, it)
+        else:
+            out[i] = Done(doc, "created")
+            to_plan.add(it.user_id)
+
+
+def _apply_reminders(
+    m: Manager,
+    items: Sequence[Item],
+    user_ready: Callable[[int, str], bool],
+    out: list[Outcome | None],
+    to_plan: set[str],
+) -> None:
+    todo: list[tuple[int, ReminderPut, Doc]] = []
+    for i, it in enumerate(items):
+        if not isinstance(it, ReminderPut):
+            continue
+        try:
+            validate_id(it.user_id, "user id")
+            validate_id(it.reminder_id, "reminder id")
+            fields = _fields(m, it.spec)
+            if not user_ready(i, it.user_id):
+                raise NotFoundError(f"no user {it.user_id!r}")
+        except TzpushError as exc:
+            out[i] = exc
+            continue
+        todo.append((i, it, fields))
+    if not todo:
+        return
+    coll = m.db[dbm.REMINDERS]
+    ids = sorted(it.reminder_id for _, it, _ in todo)
+    stored = {d["_id"]: d for d in coll.find({"_id": {"$in": ids}})}
+    now = m.now
+    new: list[tuple[int, ReminderPut, Doc]] = []
+    for i, it, fields in todo:
+        existing = stored.get(it.reminder_id)
+        if existing is None:
+            new.append((i, it, new_reminder(it.user_id, it.reminder_id, fields, now)))
+        elif existing.get("userId") != it.user_id:
+            out[i] = _guard(_check_owner, existing, it.user_id, it.reminder_id)
+        elif not existing.get("isDeleted") and _same(existing, fields):
+            out[i] = Done(existing, "unchanged")
+        else:  # a changed or re-created reminder: its old version's pending messages end
+            out[i] = _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
+    if not new:
+        return
+    lost: set[int] = set()
+    try:
+        coll.insert_many([doc for _, _, doc in new], ordered=False)
+    except BulkWriteError as exc:  # a concurrent PUT of the same id won
+        lost = {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+    for k, (i, it, doc) in enumerate(new):
+        if k in lost:
+            out[i] = _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
+        else:
+            out[i] = Done(doc, "created")
+            to_plan.add(it.user_id)
+
+
+# -- internals ------------------------------------------------------------------------------
+def _one(m: Manager, it: Item) -> Outcome:
+    """One item through its single call."""
+    if isinstance(it, UserChange):
+        return _guard(_upsert, m, it)
+    if isinstance(it, Login):
+        return _guard(_login, m, it)
+    return _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
+
+
+def _upsert(m: Manager, it: UserChange) -> Done:
+    return Done(_upsert_doc(m, it), "changed")
+
+
+def _upsert_doc(m: Manager, it: UserChange) -> Doc:
+    return m.upsert_user(
+        it.user_id,
+        timezone=it.timezone,
+        enabled=it.enabled,
+        categories=it.categories,
+        quiet_hours=it.quiet_hours,
+        daily_cap=it.daily_cap,
+    )
+
+
+def _login(m: Manager, it: Login) -> Done:
+    return Done(m.register_token(it.user_id, device=it.device, token=it.token), "created")
+
+
+def _guard(action: Callable[..., Done], *args: Any) -> Outcome:
+    """The action's result, or the project error it raised (anything else propagates)."""
+    try:
+        return action(*args)
+    except TzpushError as exc:
+        return exc
+
+
+def _repeats(items: Sequence[Item]) -> bool:
+    """Whether the batch names a user, device, token string or reminder twice."""
+    keys: Counter[tuple[str, str]] = Counter()
+    for it in items:
+        if isinstance(it, UserChange):
+            keys[("user", it.user_id)] += 1
+        elif isinstance(it, Login):
+            keys[("device", it.device)] += 1
+            keys[("token", it.token.strip())] += 1
+        else:
+            keys[("reminder", it.reminder_id)] += 1
+    return any(n > 1 for n in keys.values())
+
+
+def _reminder_before_its_user(items: Sequence[Item]) -> bool:
+    """Whether a reminder comes before an item changing its user. The bulk path applies the
+    users first, and a new time zone bumps every reminder of the user and cancels what the
+    old version planned: a reminder put before the zone changes must get that bump too (alone
+    it would), and a replaced reminder's messages the reason of the step that ended them."""
+    seen: set[str] = set()
+    for it in items:
+        if isinstance(it, ReminderPut):
+            seen.add(it.user_id)
+        elif isinstance(it, UserChange) and it.user_id in seen:
+            return True
+    return False
+
+
+def _new_user(user_id: str, sets: Doc) -> Doc:
+    """The document ``user_update(user_id, sets)`` would create (dotted keys nested)."""
+    doc: Doc = {"_id": user_id}
+    update = user_update(user_id, sets)
+    for key, value in {**update["$set"], **update["$setOnInsert"]}.items():
+        *path, last = key.split(".")
+        node = doc
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return doc
+
+
+def _flat(doc: Doc, prefix: str = "") -> Doc:
+    """Nested fields as dotted keys (the inverse of ``_new_user``'s nesting)."""
+    out: Doc = {}
+    for key, value in doc.items():
+        if isinstance(value, dict) and key in ("prefs", "categories"):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _fields(m: Manager, spec: ReminderSpec) -> Doc:
+    fields = m.reminder_fields(
+        spec.category,
+        spec.label,
+        spec.at,
+        spec.offset_minutes,
+        spec.weekdays,
+        spec.title,
+        spec.body,
+        spec.data,
+    )
+    fields["active"] = spec.active
+    return fields
+
+
+def _same(existing: Doc, fields: Doc) -> bool:
+    return all(existing.get(k) == v for k, v in fields.items())
+
+
+def _check_owner(existing: Doc, user_id: str, reminder_id: str) -> Done:
+    if existing.get("userId") != user_id:
+        raise ConflictError(
+            f"reminder id {reminder_id!r} is used by another user: reminder ids are global, "
+            "choose another (a UUID, for example)"
+        )
+    return Done(existing, "unchanged")

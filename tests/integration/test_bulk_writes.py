@@ -1,0 +1,161 @@
+"""Onboarding and concurrent logins pay a few database writes in all, not a few per item.
+
+Each write is a commit on the server here (about 10 ms with its log synced on commit, and
+concurrent writers queue for it), so ``creator.upserts`` writes a batch in bulk and
+``api.coalesce`` groups logins that arrive together. Counted with pymongo's command monitoring.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from pymongo import monitoring
+
+from api.coalesce import Coalescer
+from creator import upserts
+from shared.store import db as dbm
+
+WRITES = ("insert", "update", "delete", "findAndModify")
+
+
+class _Writes(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.on = False
+        self.seen: Counter[tuple[str, str]] = Counter()
+        self.lock = threading.Lock()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if self.on and event.command_name in WRITES:
+            with self.lock:
+                self.seen[(event.command_name, str(event.command[event.command_name]))] += 1
+
+    def succeeded(self, event: Any) -> None:
+        pass
+
+    def failed(self, event: Any) -> None:
+        pass
+
+
+_W = _Writes()
+monitoring.register(_W)
+
+
+def _onboarding(n: int, start: int = 0) -> list[upserts.Item]:
+    items: list[upserts.Item] = []
+    for i in range(start, start + n):
+        uid = f"u{i}"
+        items.append(upserts.UserChange(uid, timezone="Asia/Tashkent"))
+        items.append(upserts.Login(uid, f"phone-{i}", f"ExponentPushToken[t{i}]"))
+        items.append(
+            upserts.ReminderPut(uid, f"{uid}-lunch", upserts.ReminderSpec("meal", "lunch", "12:30"))
+        )
+        items.append(
+            upserts.ReminderPut(
+                uid, f"{uid}-pill", upserts.ReminderSpec("medication", "pill", "18:05")
+            )
+        )
+    return items
+
+
+def test_an_onboarding_batch_is_a_few_writes(world):
+    m = world.manager()
+    world.planner().run_pass()  # a planned window: the batch's messages are written at once too
+    _W.seen.clear()
+    _W.on = True
+    try:
+        out = upserts.apply(m, _onboarding(100))
+    finally:
+        _W.on = False
+    assert all(isinstance(o, upserts.Done) for o in out)
+    assert world.db[dbm.MESSAGES].count_documents({}) == 200  # each reminder once today
+    writes = sum(_W.seen.values())
+    # users, tokens, reminders, messages (one insert each); the planner's own bookkeeping.
+    assert writes <= 8, dict(_W.seen)
+
+
+def test_logins_that_arrive_together_are_written_together(world):
+    m = world.manager()
+    world.planner().run_pass()
+    upserts.apply(m, [upserts.UserChange(f"u{i}", timezone="Europe/Berlin") for i in range(40)])
+    logins = Coalescer(lambda batch: upserts.register_tokens(m, batch), name="test-logins")
+    gate = threading.Barrier(40)
+    answers: list[Any] = []
+
+    def client(i: int) -> None:
+        gate.wait()
+        answers.append(
+            logins.submit(upserts.Login(f"u{i}", f"d{i}", f"ExponentPushToken[{i}]")).result(30)
+        )
+
+    _W.seen.clear()
+    _W.on = True
+    try:
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        _W.on = False
+        logins.close()
+    assert len(answers) == 40 and all(isinstance(a, upserts.Done) for a in answers)
+    inserts = _W.seen[("insert", dbm.TOKENS)]
+    assert inserts < 20, f"40 logins took {inserts} token inserts"
+    assert world.db[dbm.TOKENS].count_documents({"isActive": True}) == 40
+
+
+def test_a_batch_that_turns_a_user_off_stops_what_was_planned_for_them(world):
+    """Settings changed in a batch are stamped in the change log: a consumer rechecks the user at
+    send time instead of trusting the wake-up's snapshot (planned while they were on)."""
+    import datetime as dt
+
+    from shared.clock import utcnow
+    from tests.integration.consumer_support import in_seconds
+    from tests.integration.harness import wait_for
+
+    m = world.manager()
+    world.user("dora", manager=m)
+    world.db[dbm.CHANGES].update_one(
+        {"_id": "dora"}, {"$set": {"at": utcnow() - dt.timedelta(days=1)}}, upsert=True
+    )
+    msg = world.due_messages(["dora"], in_seconds(5))[0]["_id"]
+    world.start_consumer()
+    out = upserts.apply(m, [upserts.UserChange("dora", enabled=False)])
+    assert isinstance(out[0], upserts.Done)
+    wait_for(lambda: world.all_terminal([msg]), 30, what="the message to end")
+    doc = world.message(msg)
+    assert doc["status"] == "cancelled", doc
+    assert world.pushes_to("ExponentPushToken[dora]") == []
+
+
+def test_a_cli_login_cut_before_its_planning_is_planned_when_sent_again(world):
+    """``tzpush tokens register`` (``Manager.register_token``): the registration is written, the
+    planning fails (the database went away exactly then), the operator runs it again: the
+    second run finds the registration stored and must still plan it."""
+    import pytest
+
+    from shared.errors import TransientError
+
+    m = world.manager()
+    world.planner().run_pass()
+    m.upsert_user("hal", timezone="Asia/Tashkent")
+    m.add_reminder("hal", category="meal", label="lunch", at="12:30")
+    real = m.planner.plan_users
+    calls = {"n": 0}
+
+    def cut(user_ids: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise TransientError("database unavailable (injected)")
+        return real(user_ids)
+
+    m.planner.plan_users = cut  # type: ignore[method-assign]
+    with pytest.raises(TransientError):
+        m.register_token("hal", device="phone", token="ExponentPushToken[hal]")
+    m.register_token("hal", device="phone", token="ExponentPushToken[hal]")
+    token = world.db[dbm.TOKENS].find_one({"deviceId": "phone", "isActive": True})
+    assert token is not None
+    planned = world.db[dbm.MESSAGES].count_documents({"notificationTokenId": token["_id"]})
+    assert planned == 1, "the login sent again left its device unplanned"
