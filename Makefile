@@ -1,5 +1,5 @@
 # tzpush developer entry points. `make help` lists them.
-#   make install   venv + ActiveMQ (apt, when missing) + SecantusDB's own venv
+#   make install   venv + ActiveMQ (apt, when missing) + SecantusDB's own venv + Chromium (apt)
 #   make run       the local stack + the demo
 #   make test      the whole suite; the integration fixtures start and stop their own stack
 SHELL := /bin/bash
@@ -60,6 +60,10 @@ install: venv
 	@# Offline validator for deploy/docker-compose.yml (`docker-compose config`, no engine needed).
 	@command -v docker-compose >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
+	@# Debian's Chromium, which the operator console's browser tests drive through Playwright
+	@# (Playwright's own browser download is not used).
+	@test -x /usr/bin/chromium || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The demo starts the broker and the database when they are not running and stops, on Ctrl-C or at
 # the end, exactly what it started.

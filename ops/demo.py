@@ -40,6 +40,7 @@ from ops.demo_view import PlainLog, Snapshot, render, take
 from shared.domain.messages import Status
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store.fleet import FleetShare
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ PLAN = (  # (category, label, title) per reminder, cycled over users
 DEAD_USER = "u07"
 DISABLES_CATEGORY = "u03"  # turns off its reminder's category after planning
 REMOVES_REMINDER = "u05"  # removes its reminder after planning
+DEMO_CONSUMER = "demo-consumer"
 
 
 @dataclass
@@ -170,8 +172,17 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
     broker = StompClient(settings).connect()
     stop = threading.Event()
     threads: list[threading.Thread] = []
-    sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
-    consumer = Consumer(settings, database, sender, consumer_id="demo-consumer")
+    # Registered as a live sender before the first request, as `tzpush consumer` does: Expo's
+    # rate is shared by every live sender, and the console's "live consumers" reads the registry.
+    fleet = FleetShare(
+        database,
+        DEMO_CONSUMER,
+        settings.expo.rate_per_second,
+        kind="consumer",
+        categories=settings.categories,
+    ).start()
+    sender = ExpoSender(settings.expo, on_event=metrics.expo_event, rate_share=fleet.rate)
+    consumer = Consumer(settings, database, sender, consumer_id=DEMO_CONSUMER)
     api: DemoApi | None = None
     try:
         if opts.api:
@@ -201,7 +212,7 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
 
         receipts = ReceiptPoller(settings, database, sender)
         for target, name in (
-            (consumer.run, "demo-consumer"),
+            (consumer.run, DEMO_CONSUMER),
             (lambda: receipts.run(stop), "demo-receipts"),
             (creator_loop, "demo-creator"),
         ):
@@ -218,6 +229,7 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
         stop.set()
         for t in threads:
             t.join(timeout=30)
+        fleet.stop()
         sender.close()
         broker.close()
         fake.stop()

@@ -1,6 +1,7 @@
 """The demo's HTTP API: ``tzpush api`` started beside the demo with a fresh key, a curl example
-printed, and the process stopped with the demo. Kept apart from ``ops.demo`` (the stack, the
-seed and the live view) because it is a separate process with its own life.
+and the operator console's URL printed, and the process stopped with the demo. Kept apart
+from ``ops.demo`` (the stack, the seed and the live view) because it is a separate process
+with its own life.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class DemoApi:
     proc: subprocess.Popen[bytes]
     log_path: Path
 
+    @property
+    def console_url(self) -> str:
+        return f"{self.url}/console/"
+
     def curl(self, user: str) -> str:
         return f"curl -s -H 'Authorization: Bearer {self.key}' {self.url}/v1/users/{user}/messages"
 
@@ -52,8 +57,9 @@ def _tzpush(*args: str) -> list[str]:
 
 
 def _new_key() -> tuple[str, dict[str, Any]]:
-    """A fresh key and its TZPUSH_API__KEYS entry, from `tzpush api --new-key` itself."""
-    cmd = _tzpush("api", "--new-key", DEMO_KEY_NAME, "--scope", "app")
+    """A fresh key and its TZPUSH_API__KEYS entry, from `tzpush api --new-key` itself. Of scope
+    ops, so the one key serves the curl example and the operator console's login."""
+    cmd = _tzpush("api", "--new-key", DEMO_KEY_NAME, "--scope", "ops")
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
     lines = [ln.split("): ", 1)[1] for ln in out.splitlines() if "): " in ln]
     return lines[0], json.loads(lines[1])
@@ -87,6 +93,8 @@ def start_api(settings: Settings, api_port: int | None, console: Console) -> Dem
         "TZPUSH_STOMP__HOST": settings.stomp.host,
         "TZPUSH_STOMP__PORT": str(settings.stomp.port),
         "TZPUSH_STOMP__QUEUE_PREFIX": settings.stomp.queue_prefix,
+        # The demo's Expo fake: the console's replays and health checks go where the demo sends.
+        "TZPUSH_EXPO__BASE_URL": settings.expo.base_url,
         "TZPUSH_CREATOR__INTERVAL_SECONDS": str(settings.creator.interval_seconds),
         "TZPUSH_CREATOR__HORIZON_HOURS": str(settings.creator.horizon_hours),
         "TZPUSH_API__KEYS": json.dumps([entry]),
@@ -131,5 +139,6 @@ def show_api(api: DemoApi | None, console: Console, user: str) -> None:
         f"API at {api.url} (interactive docs: {api.url}/docs); a user's messages, with the "
         f"demo's key (made for this run):",
         api.curl(user),
+        f"Operator console: {api.console_url} (log in with the same key: {api.key})",
     ):
         console.print(line, highlight=False, markup=False, soft_wrap=True)

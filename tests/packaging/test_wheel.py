@@ -63,6 +63,9 @@ def test_wheel_contents(wheel: Path) -> None:
     assert "shared/settings.py" in names and "ops/cli.py" in names
     assert "shared/domain/messages.py" in names and "devstack/fake_expo.py" in names
     assert "api/cli.py" in names and "api/app.py" in names
+    # The console's templates and static files are package data: without them /console fails.
+    assert "api/console/templates/base.html" in names and "api/console/templates/user.html" in names
+    assert "api/console/static/console.js" in names and "api/console/static/console.css" in names
     assert not any(n.startswith("tests/") for n in names)
     assert "tzpush = ops.cli:main" in scripts
 
