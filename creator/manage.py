@@ -172,7 +172,7 @@ class Manager:
         doc = new_reminder(user_id, uuid.uuid4().hex[:16], fields, self.now)
         self.db[dbm.REMINDERS].insert_one(doc)
         record_changes(self.db, [user_id], self.now)
-        self.planner.plan_users([user_id])
+        self.planner.plan_users([user_id], reminders=[doc["_id"]])
         return doc
 
     def list_reminders(self, user_id: str, *, include_deleted: bool = False) -> list[Doc]:
@@ -205,7 +205,7 @@ class Manager:
         user = self.get_user(old["userId"])
         self.supersede(old, user, "reminder changed", extra=fields)
         record_changes(self.db, [old["userId"]], self.now)
-        self.planner.plan_users([old["userId"]])
+        self.planner.plan_users([old["userId"]], reminders=[reminder_id])
         return self._get_reminder(reminder_id)
 
     def remove_reminder(self, reminder_id: str) -> Doc:
@@ -248,7 +248,7 @@ class Manager:
             if mine:
                 # Planned again (idempotent): a login an outage cut before its planning is sent
                 # again by the backend, and this is its only chance before the next window.
-                self.planner.plan_users([user_id])
+                self.planner.plan_users([user_id], tokens=[mine[0]["_id"]])
                 return mine[0]
             doc = tokens.new_registration(user_id, device, token, now)
             try:
@@ -257,7 +257,7 @@ class Manager:
                 time.sleep(compute_backoff(attempt + 1, base=0.05, cap=1.0, rng=rng))
                 continue
             record_changes(self.db, [user_id], now)
-            self.planner.plan_users([user_id])
+            self.planner.plan_users([user_id], tokens=[doc["_id"]])
             return doc
         raise TransientError(
             f"could not register a token for device {device!r} after {max_attempts} attempts "

@@ -220,9 +220,19 @@ class Planner:
         if JANITOR_PARTITION in held:
             report.missed = sweep(self.db, self.settings, now)
 
-    def plan_users(self, user_ids: Sequence[str]) -> PassReport:
+    def plan_users(
+        self,
+        user_ids: Sequence[str],
+        *,
+        tokens: Collection[str] | None = None,
+        reminders: Collection[str] | None = None,
+    ) -> PassReport:
         """Plan these users' reminders for ``[now, plannedUntil)`` at once (after a change),
-        each up to the watermark of the user's partition."""
+        each up to the watermark of the user's partition.
+
+        ``tokens`` / ``reminders``: only these registrations / reminders (ids) are planned, for
+        a change that adds nothing else (a login, a reminder): what the user's other devices
+        and reminders already have is neither inserted again nor armed again."""
         report = PassReport()
         now = self.clock()
         marks = parts_store.watermarks(self.db, user_ids, self.settings.creator.partitions)
@@ -230,13 +240,13 @@ class Planner:
         for uid, end in marks.items():
             if end is not None and end > now:  # else nothing planned yet: the next pass does
                 by_end[end].append(uid)
+        only = set(reminders) if reminders is not None else None
         for end, uids in sorted(by_end.items()):
-            reminders = list(
-                self.db[dbm.REMINDERS].find(
-                    {"userId": {"$in": sorted(uids)}, "active": True, "isDeleted": False}
-                )
+            flt: Doc = {"userId": {"$in": sorted(uids)}, "active": True, "isDeleted": False}
+            docs = [r for r in self.db[dbm.REMINDERS].find(flt) if only is None or r["_id"] in only]
+            self._plan_and_arm(
+                docs, now, end, now, report, tokens=set(tokens) if tokens is not None else None
             )
-            self._plan_and_arm(reminders, now, end, now, report)
             report.window_start = now
             report.window_end = max(end, report.window_end or end)
         return report
@@ -422,8 +432,11 @@ class Planner:
         end: dt.datetime,
         now: dt.datetime,
         report: PassReport,
+        *,
+        tokens: set[str] | None = None,
     ) -> None:
-        """Plan and arm the reminders of a few users (after a management change)."""
+        """Plan and arm the reminders of a few users (after a management change); ``tokens``:
+        for these registrations only."""
         report.reminders += len(reminders)
         if not reminders:
             return
@@ -433,7 +446,8 @@ class Planner:
         users = self._load(dbm.USERS, "_id", user_ids)
         tokens_by_user: dict[str, list[Doc]] = defaultdict(list)
         for t in self._load(dbm.TOKENS, "userId", user_ids, extra={"isActive": True}).values():
-            tokens_by_user[t["userId"]].append(t)
+            if tokens is None or t["_id"] in tokens:
+                tokens_by_user[t["userId"]].append(t)
         docs, skipped = plan_checked(
             reminders,
             users,

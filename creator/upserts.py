@@ -116,18 +116,18 @@ def put_reminder(m: Manager, user_id: str, reminder_id: str, spec: ReminderSpec)
         except DuplicateKeyError:  # a concurrent PUT of the same id won: replace it
             return put_reminder(m, user_id, reminder_id, spec)
         record_changes(m.db, [user_id], m.now)
-        m.planner.plan_users([user_id])
+        m.planner.plan_users([user_id], reminders=[reminder_id])
         return Done(doc, "created")
     _check_owner(existing, user_id, reminder_id)
     revived = bool(existing.get("isDeleted"))
     if not revived and _same(existing, fields):
         # Maybe stored by an attempt an outage cut before its planning: plan it now (idempotent).
-        m.planner.plan_users([user_id])
+        m.planner.plan_users([user_id], reminders=[reminder_id])
         return Done(existing, "unchanged")
     why = "reminder replaced" if not revived else "reminder re-created"
     m.supersede(existing, user, why, extra={**fields, "isDeleted": False})
     record_changes(m.db, [user_id], m.now)
-    m.planner.plan_users([user_id])
+    m.planner.plan_users([user_id], reminders=[reminder_id])
     stored = coll.find_one({"_id": reminder_id}) or {}
     return Done(stored, "created" if revived else "changed")
 
@@ -173,19 +173,33 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
 def _plan(
     m: Manager, items: Sequence[Item], outcomes: Sequence[Outcome], to_plan: set[str]
 ) -> None:
-    """Plan ``to_plan``, and the users of the logins and reminders found already stored.
+    """Plan what the items added: a new or changed user whole; a login, only its registration;
+    a reminder, only that reminder (what the user's other devices and reminders have is planned
+    and armed already: planning it again would insert duplicates and arm wake-ups again).
 
-    An item found stored may have been written by an attempt that an outage cut before its
-    planning (the last step): the backend sends the batch again, and this is its only chance to
-    be planned before the planner's next window. Planning again is idempotent (what is planned
-    already is skipped, nothing is armed twice)."""
-    stored = {
+    Logins and reminders found already stored are planned too: one may have been written by an
+    attempt that an outage cut before its planning (the last step), and the backend's resend is
+    its only chance before the planner's next window. Planning again is idempotent."""
+    whole = {
         it.user_id
         for it, o in zip(items, outcomes, strict=True)
-        if isinstance(o, Done) and isinstance(it, Login | ReminderPut) and o.change != "created"
+        if isinstance(it, UserChange) and isinstance(o, Done) and it.user_id in to_plan
     }
-    if to_plan or stored:
-        m.planner.plan_users(sorted(to_plan | stored))
+    regs: dict[str, set[str]] = {}
+    rems: dict[str, set[str]] = {}
+    for it, o in zip(items, outcomes, strict=True):
+        if not isinstance(o, Done) or it.user_id in whole:
+            continue
+        if isinstance(it, Login):
+            regs.setdefault(it.user_id, set()).add(str(o.doc.get("_id")))
+        elif isinstance(it, ReminderPut):
+            rems.setdefault(it.user_id, set()).add(it.reminder_id)
+    if whole:
+        m.planner.plan_users(sorted(whole))
+    if regs:
+        m.planner.plan_users(sorted(regs), tokens=set().union(*regs.values()))
+    if rems:
+        m.planner.plan_users(sorted(rems), reminders=set().union(*rems.values()))
 
 
 def _apply_users(

@@ -207,11 +207,11 @@ def test_a_batch_cut_by_an_outage_and_sent_again_leaves_its_reminders_planned(ap
         real = planner.plan_users
         calls = {"n": 0}
 
-        def cut(user_ids):  # the database goes away exactly here, once
+        def cut(user_ids, **kw):  # the database goes away exactly here, once
             calls["n"] += 1
             if calls["n"] == 1:
                 raise TransientError("database unavailable (injected)")
-            return real(user_ids)
+            return real(user_ids, **kw)
 
         planner.plan_users = cut  # type: ignore[method-assign]
         with pytest.raises(TransientError):

@@ -145,11 +145,11 @@ def test_a_cli_login_cut_before_its_planning_is_planned_when_sent_again(world):
     real = m.planner.plan_users
     calls = {"n": 0}
 
-    def cut(user_ids: Any) -> Any:
+    def cut(user_ids: Any, **kw: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 1:
             raise TransientError("database unavailable (injected)")
-        return real(user_ids)
+        return real(user_ids, **kw)
 
     m.planner.plan_users = cut  # type: ignore[method-assign]
     with pytest.raises(TransientError):
@@ -159,3 +159,29 @@ def test_a_cli_login_cut_before_its_planning_is_planned_when_sent_again(world):
     assert token is not None
     planned = world.db[dbm.MESSAGES].count_documents({"notificationTokenId": token["_id"]})
     assert planned == 1, "the login sent again left its device unplanned"
+
+
+def test_a_login_arms_only_its_own_devices_messages(world):
+    """A new device is planned alone: the user's other device keeps what it has, nothing of it
+    is inserted or armed again (before: every login re-planned all of the user's devices, the
+    duplicates refused one by one and their wake-ups sent again)."""
+    m = world.manager()
+    world.planner().run_pass()
+    world.user("ivy", device="old-phone", token="ExponentPushToken[ivy-old]", manager=m)
+    m.add_reminder("ivy", category="meal", label="lunch", at="12:30")
+    m.add_reminder("ivy", category="medication", label="pill", at="18:05")
+    armed: list[str] = []
+    real = m.planner._publish
+
+    def publish(docs: Any, **kw: Any) -> Any:
+        docs = list(docs)
+        armed.extend(d["notificationTokenId"] for d in docs)
+        return real(docs, **kw)
+
+    m.planner._publish = publish  # type: ignore[method-assign]
+    new = m.register_token("ivy", device="new-phone", token="ExponentPushToken[ivy-new]")
+    assert armed and set(armed) == {new["_id"]}, armed
+    out = upserts.register_tokens(m, [upserts.Login("ivy", "tab", "ExponentPushToken[ivy-tab]")])
+    assert isinstance(out[0], upserts.Done)
+    assert set(armed) == {new["_id"], out[0].doc["_id"]}, armed
+    assert len(armed) == 4  # two reminders on each new device, once
