@@ -134,7 +134,26 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
                     with contextlib.suppress(Exception):  # an idle scheduler runs one now
                         sched.modify_job("plan", next_run_time=dt.datetime.now(dt.UTC))
 
+        def _stop() -> None:
+            stop.set()
+            with contextlib.suppress(Exception):  # not started yet: nothing to shut down
+                sched.shutdown(wait=False)
+
+        # Signals are taken before the fleet is joined (a wait of one heartbeat): a SIGTERM
+        # then ends the wait and the process exits 0, instead of dying by the signal.
+        stop_on_signals(_stop, settings.consumer.shutdown_timeout_s)
+        log.info(
+            "creator running (%s): a pass every %d s, %d partitions, lease %.0f s",
+            planner.membership.me,
+            settings.creator.interval_seconds,
+            settings.creator.partitions,
+            settings.creator.lease_seconds,
+        )
         join_fleet(planner, stop)
+        if stop.is_set():
+            with contextlib.suppress(Exception):
+                planner.membership.leave()
+            return 0
         sched.add_job(
             one_pass,
             "interval",
@@ -145,19 +164,6 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
             id="plan",
         )
         beat = threading.Thread(target=heartbeat, name="creator-heartbeat", daemon=True)
-
-        def _stop() -> None:
-            stop.set()
-            sched.shutdown(wait=False)
-
-        stop_on_signals(_stop, settings.consumer.shutdown_timeout_s)
-        log.info(
-            "creator %s running: a pass every %d s, %d partitions, lease %.0f s",
-            planner.membership.me,
-            settings.creator.interval_seconds,
-            settings.creator.partitions,
-            settings.creator.lease_seconds,
-        )
         beat.start()
         try:
             sched.start()

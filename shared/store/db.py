@@ -66,9 +66,7 @@ ALL_COLLECTIONS = (
 
 PENDING_UNIQUE = "pending_occurrence_unique"
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"
-ACTIVE_TOKEN_UNIQUE = "one_active_registration_per_token_v2"
-# Indexes an earlier version created, dropped by ensure_indexes (collection -> names).
-RETIRED_INDEXES = {TOKENS: ("one_active_registration_per_token",)}
+ACTIVE_TOKEN_UNIQUE = "one_active_registration_per_token"
 
 
 def index_plan() -> dict[str, list[IndexModel]]:
@@ -116,11 +114,14 @@ def index_plan() -> dict[str, list[IndexModel]]:
                 [("token", ASCENDING)],
                 name=ACTIVE_TOKEN_UNIQUE,
                 unique=True,
-                # No ``$type`` clause: the server here never uses a partial index whose filter has
-                # one (every login scanned the tokens: 78 ms at 5,000). Active registrations
-                # always carry a string token (validated where they enter).
-                partialFilterExpression={"isActive": True},
+                # ``$type``: documents written without a token string (by hand, by another
+                # tool) do not collide with each other; the planner reports them as bad.
+                partialFilterExpression={"isActive": True, "token": {"$type": "string"}},
             ),
+            # Lookups by token string (every login). The server here never uses a partial index
+            # whose filter has a ``$type`` clause: without this one every login scanned the
+            # tokens (78 ms at 5,000).
+            IndexModel([("token", ASCENDING)], name="tokens_by_token"),
             IndexModel([("userId", ASCENDING)], name="tokens_by_user"),
             # Planning: one bucket range of users at a time (shared/domain/plan.py BUCKETS).
             IndexModel([("bucket", ASCENDING)], name="tokens_by_bucket"),
@@ -204,10 +205,6 @@ def ensure_indexes(db: Database[Doc], *, trust_marker: bool = False) -> None:
                 return
         for coll, models in plan.items():
             db[coll].create_indexes(models)
-        for coll, names in RETIRED_INDEXES.items():
-            have = {ix["name"] for ix in db[coll].list_indexes()}
-            for name in sorted(have & set(names)):
-                db[coll].drop_index(name)
         db[STATE].update_one(
             {"_id": INDEX_PLAN_ID},
             {"$set": {"digest": digest, "at": dt.datetime.now(dt.UTC)}},
