@@ -270,9 +270,13 @@ def run_scale(
             expected = res["messages"]
             res["messages_per_reminder"] = round(expected / n, 4)
             res.update(check_once(st, expected))
+            out[f"creators_{k}"] = res  # kept whatever a later step does
             res["floor_seconds"] = insert_floor(st)
             res["ratio_to_floor"] = round(res["pass_seconds"] / res["floor_seconds"], 2)
-            out["idle"] = run_idle(st)
+            try:
+                out["idle"] = run_idle(st)
+            except Exception as exc:  # keep the figures measured above
+                out["idle"] = {"error": f"{type(exc).__name__}: {exc}"}
         out[f"creators_{k}"] = res
     if kill_interval and expected is not None:
         st.wipe("scalekill", fresh_server=fresh)
