@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pymongo import UpdateOne
+from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from creator.manage import Manager, new_reminder, user_update
@@ -251,11 +252,7 @@ def _apply_users(
     if fresh:
         # New users are inserted (cheaper than upserts here); one a concurrent call created
         # meanwhile is updated instead, as its single call would have done.
-        try:
-            m.db[dbm.USERS].insert_many([doc for _, _, doc in fresh], ordered=False)
-            taken: set[int] = set()
-        except BulkWriteError as exc:
-            taken = {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+        taken = _refused(m.db[dbm.USERS], [doc for _, _, doc in fresh])
         for k, (i, uid, doc) in enumerate(fresh):
             if k in taken:
                 skip = ("_id", "createdAt", "bucket")
@@ -325,11 +322,7 @@ def _apply_logins(
         tokens.deactivate(m.db, {"_id": {"$in": sorted(set(replaced))}}, reason, now)
     if not new:
         return
-    lost: set[int] = set()
-    try:
-        coll.insert_many([doc for _, _, doc in new], ordered=False)
-    except BulkWriteError as exc:  # a concurrent login took the device or token meanwhile
-        lost = {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+    lost = _refused(coll, [doc for _, _, doc in new])  # a concurrent login took them
     for k, (i, it, doc) in enumerate(new):
         if k in lost:
             out[i] = _guard(_login, m, it)
@@ -378,11 +371,7 @@ def _apply_reminders(
             out[i] = _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
     if not new:
         return
-    lost: set[int] = set()
-    try:
-        coll.insert_many([doc for _, _, doc in new], ordered=False)
-    except BulkWriteError as exc:  # a concurrent PUT of the same id won
-        lost = {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+    lost = _refused(coll, [doc for _, _, doc in new])  # a concurrent PUT of the id won
     for k, (i, it, doc) in enumerate(new):
         if k in lost:
             out[i] = _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
@@ -392,6 +381,16 @@ def _apply_reminders(
 
 
 # -- internals ------------------------------------------------------------------------------
+def _refused(coll: MongoCollection[Doc], docs: list[Doc]) -> set[int]:
+    """Insert ``docs`` (unordered); the positions of those the database refused, which their
+    single call then settles (a concurrent call took their id, device or token string)."""
+    try:
+        coll.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        return {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+    return set()
+
+
 def _one(m: Manager, it: Item) -> Outcome:
     """One item through its single call."""
     if isinstance(it, UserChange):
