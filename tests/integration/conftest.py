@@ -189,3 +189,13 @@ def make_sender() -> Iterator[Callable[..., ExpoSender]]:
     yield make
     for sender in senders:
         sender.close()
+
+
+@pytest.fixture(scope="module")
+def api(stack: Stack) -> Iterator[Any]:
+    """A real ``tzpush api`` process for the module (``test_api_support.start_api``); a module
+    that needs other settings defines its own ``api``."""
+    from tests.integration.test_api_support import start_api
+
+    with start_api(stack.settings) as server:
+        yield server

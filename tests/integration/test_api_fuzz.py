@@ -8,8 +8,6 @@ Bounded: ``EXAMPLES`` per operation and mode, so the module runs in well under a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -22,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.integration.test_api_support import ApiServer, plan_window, prepare, start_api
+from tests.integration.test_api_support import plan_window, prepare
 
 EXAMPLES = int(__import__("os").environ.get("TZPUSH_API_FUZZ_EXAMPLES", "12"))
 PROTOCOL_ERROR = "Invalid HTTP request received."
@@ -32,12 +30,6 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,19 +17,13 @@ import pytest
 
 from api.coalesce import Coalescer
 from shared.store import db as dbm
-from tests.integration.test_api_support import ApiServer, prepare, start_api
+from tests.integration.test_api_support import prepare
 
 Doc = dict[str, Any]
 
 
 def tok(n: int | str) -> str:
     return f"ExponentPushToken[hostile-{n}]"
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 @pytest.fixture

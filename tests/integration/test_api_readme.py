@@ -8,11 +8,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_api_support import REPO, ApiServer, prepare, start_api
+from tests.integration.test_api_support import REPO, prepare
 
 SECTION = "## Calling tzpush from your backend"
 
@@ -24,12 +23,6 @@ def _blocks() -> dict[str, list[str]]:
     for lang, code in re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S):
         out.setdefault(lang, []).append(code)
     return out
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 @pytest.fixture

@@ -5,22 +5,15 @@ erasure, and the operators' stats and replays."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 
 from shared.clock import utcnow
 from shared.domain.messages import Status, terminal_update
 from shared.store import db as dbm
-from tests.integration.test_api_support import ApiServer, plan_window, prepare, start_api, utc
+from tests.integration.test_api_support import plan_window, prepare, utc
 
 TOKEN_A = "ExponentPushToken[device-a-token]"
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 @pytest.fixture

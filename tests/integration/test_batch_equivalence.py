@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,7 +23,7 @@ from pymongo.database import Database
 
 from shared.clock import utcnow
 from shared.store import db as dbm
-from tests.integration.test_api_support import ApiServer, plan_window, prepare, start_api
+from tests.integration.test_api_support import ApiServer, plan_window, prepare
 
 Doc = dict[str, Any]
 TZ = "Asia/Tashkent"
@@ -47,12 +46,6 @@ SPECS = [
     {"category": "meal", "label": "dinner", "at": _hhmm(300), "title": "Dinner"},
     {"category": "meal", "label": "huge", "at": _hhmm(60), "body": "x" * 4100},  # refused: 422
 ]
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 def _reset(db: Database[Doc]) -> None:

@@ -30,7 +30,7 @@ from shared.store import db as dbm
 from shared.store import fleet
 from tests.integration.consumer_support import TZPUSH, consumer_env
 from tests.integration.harness import wait_for
-from tests.integration.test_api_support import ApiServer, prepare, start_api
+from tests.integration.test_api_support import ApiServer, prepare
 from tests.integration.test_console_support import (
     chromium,
     seed_history,
@@ -57,12 +57,6 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 @pytest.fixture

@@ -22,12 +22,6 @@ ODD = "team:alice?x=1#y%41"  # also a valid user id
 
 
 @pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def read_only_api(stack) -> Iterator[ApiServer]:
     with start_api(stack.settings, console_read_only=True) as server:
         yield server

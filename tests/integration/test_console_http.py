@@ -16,7 +16,7 @@ from api.console import session
 from api.keys import hash_key
 from shared.settings import ApiKey
 from shared.store import db as dbm
-from tests.integration.test_api_support import ApiServer, prepare, start_api
+from tests.integration.test_api_support import ApiServer, prepare
 from tests.integration.test_console_support import (
     csrf_of,
     login,
@@ -24,12 +24,6 @@ from tests.integration.test_console_support import (
     seed_world,
     start_console_api,
 )
-
-
-@pytest.fixture(scope="module")
-def api(stack) -> Iterator[ApiServer]:
-    with start_api(stack.settings) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
