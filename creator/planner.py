@@ -127,6 +127,16 @@ class PassReport:
         )
 
 
+@dataclass
+class Known:
+    """Users whose documents a caller holds whole (users it has just created: their document,
+    their active registrations and their reminders), planned without reading them back."""
+
+    users: dict[str, Doc] = field(default_factory=dict)
+    tokens: dict[str, list[Doc]] = field(default_factory=dict)
+    reminders: dict[str, list[Doc]] = field(default_factory=dict)
+
+
 class Planner:
     """Plans and arms. Takes its collaborators and its clock as arguments.
 
@@ -226,13 +236,15 @@ class Planner:
         *,
         tokens: Collection[str] | None = None,
         reminders: Collection[str] | None = None,
+        known: Known | None = None,
     ) -> PassReport:
         """Plan these users' reminders for ``[now, plannedUntil)`` at once (after a change),
         each up to the watermark of the user's partition.
 
         ``tokens`` / ``reminders``: only these registrations / reminders (ids) are planned, for
         a change that adds nothing else (a login, a reminder): what the user's other devices
-        and reminders already have is neither inserted again nor armed again."""
+        and reminders already have is neither inserted again nor armed again. ``known``: users
+        planned from the documents given, not read (``Known``)."""
         report = PassReport()
         now = self.clock()
         marks = parts_store.watermarks(self.db, user_ids, self.settings.creator.partitions)
@@ -242,10 +254,28 @@ class Planner:
                 by_end[end].append(uid)
         only = set(reminders) if reminders is not None else None
         for end, uids in sorted(by_end.items()):
-            flt: Doc = {"userId": {"$in": sorted(uids)}, "active": True, "isDeleted": False}
-            docs = [r for r in self.db[dbm.REMINDERS].find(flt) if only is None or r["_id"] in only]
+            held = [u for u in uids if known is not None and u in known.users]
+            read = sorted(set(uids) - set(held))
+            docs: list[Doc] = []
+            if read:
+                flt: Doc = {"userId": {"$in": read}, "active": True, "isDeleted": False}
+                docs = list(self.db[dbm.REMINDERS].find(flt))
+            if known is not None:
+                docs += [
+                    r
+                    for u in held
+                    for r in known.reminders.get(u, [])
+                    if r.get("active", True) and not r.get("isDeleted")
+                ]
+            docs = [r for r in docs if only is None or r["_id"] in only]
             self._plan_and_arm(
-                docs, now, end, now, report, tokens=set(tokens) if tokens is not None else None
+                docs,
+                now,
+                end,
+                now,
+                report,
+                tokens=set(tokens) if tokens is not None else None,
+                known=known,
             )
             report.window_start = now
             report.window_end = max(end, report.window_end or end)
@@ -434,6 +464,7 @@ class Planner:
         report: PassReport,
         *,
         tokens: set[str] | None = None,
+        known: Known | None = None,
     ) -> None:
         """Plan and arm the reminders of a few users (after a management change); ``tokens``:
         for these registrations only."""
@@ -443,9 +474,19 @@ class Planner:
         # Only ``plan_checked`` looks inside a reminder: here a missing or odd userId must not
         # raise (the reminder is reported as bad by plan_checked).
         user_ids = {u for r in reminders if isinstance(u := r.get("userId"), str)}
-        users = self._load(dbm.USERS, "_id", user_ids)
+        held = {u for u in user_ids if known is not None and u in known.users}
+        rest = user_ids - held
+        users = self._load(dbm.USERS, "_id", rest) if rest else {}
+        regs = (
+            list(self._load(dbm.TOKENS, "userId", rest, extra={"isActive": True}).values())
+            if rest
+            else []
+        )
+        if known is not None:
+            users.update({u: known.users[u] for u in held})
+            regs += [t for u in held for t in known.tokens.get(u, []) if t.get("isActive")]
         tokens_by_user: dict[str, list[Doc]] = defaultdict(list)
-        for t in self._load(dbm.TOKENS, "userId", user_ids, extra={"isActive": True}).values():
+        for t in regs:
             if tokens is None or t["_id"] in tokens:
                 tokens_by_user[t["userId"]].append(t)
         docs, skipped = plan_checked(

@@ -31,6 +31,7 @@ from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from creator.manage import Manager, new_reminder, user_update
+from creator.planner import Known
 from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
 from shared.errors import ConflictError, NotFoundError, PermanentError, TzpushError
@@ -153,13 +154,20 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
     users = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": sorted(ids)}})}
     to_plan: set[str] = set()  # users with a new registration, reminder or setting
     to_stamp: set[str] = set()  # existing users whose settings changed
-    created_at = _apply_users(m, items, users, out, to_plan, to_stamp)
+    later: list[tuple[int, Callable[..., Done], tuple[Any, ...]]] = []  # single calls, at the end
+    created_at, fresh = _apply_users(m, items, users, out, to_plan, to_stamp)
 
     def user_ready(i: int, user_id: str) -> bool:
         return user_id in users or created_at.get(user_id, len(items)) < i
 
-    _apply_logins(m, items, user_ready, out, to_plan)
-    _apply_reminders(m, items, user_ready, out, to_plan)
+    _apply_logins(m, items, user_ready, out, to_plan, later)
+    _apply_reminders(m, items, user_ready, out, to_plan, later)
+    # New users last: until their document exists no other call can attach anything to them
+    # (a login or reminder for them is a 404), so what this call holds of them is all they have
+    # and they are planned from it, without reading back what was just written.
+    inserted = _insert_users(m, fresh, out, to_plan, to_stamp)
+    for i, action, args in later:
+        out[i] = _guard(action, *args)
     # The change log makes consumers recheck wake-ups planned before a change. Only changed
     # settings need it: a new user, registration or reminder changes no wake-up planned before
     # (what they replace, a registration taken over or an old reminder version, is stamped where
@@ -167,12 +175,34 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
     if to_stamp:
         record_changes(m.db, to_stamp, m.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
-    _plan(m, items, outcomes, to_plan)
+    _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
     return outcomes
 
 
+def _held(items: Sequence[Item], outcomes: Sequence[Outcome], inserted: dict[str, Doc]) -> Known:
+    """Everything of the users this call inserted: their document, and the registrations and
+    reminders of theirs this call wrote or found (nothing else can have been attached to them:
+    they did not exist)."""
+    known = Known(users=dict(inserted))
+    for uid in inserted:
+        known.tokens[uid] = []
+        known.reminders[uid] = []
+    for it, o in zip(items, outcomes, strict=True):
+        if not isinstance(o, Done) or it.user_id not in inserted:
+            continue
+        if isinstance(it, Login) and o.doc.get("isActive"):
+            known.tokens[it.user_id].append(o.doc)
+        elif isinstance(it, ReminderPut):
+            known.reminders[it.user_id].append(o.doc)
+    return known
+
+
 def _plan(
-    m: Manager, items: Sequence[Item], outcomes: Sequence[Outcome], to_plan: set[str]
+    m: Manager,
+    items: Sequence[Item],
+    outcomes: Sequence[Outcome],
+    to_plan: set[str],
+    known: Known | None = None,
 ) -> None:
     """Plan what the items added: a new or changed user whole; a login, only its registration;
     a reminder, only that reminder (what the user's other devices and reminders have is planned
@@ -196,7 +226,7 @@ def _plan(
         elif isinstance(it, ReminderPut):
             rems.setdefault(it.user_id, set()).add(it.reminder_id)
     if whole:
-        m.planner.plan_users(sorted(whole))
+        m.planner.plan_users(sorted(whole), known=known)
     if regs:
         m.planner.plan_users(sorted(regs), tokens=set().union(*regs.values()))
     if rems:
@@ -210,10 +240,10 @@ def _apply_users(
     out: list[Outcome | None],
     to_plan: set[str],
     to_stamp: set[str],
-) -> dict[str, int]:
-    """New users in one insert, changed ones in one bulk write; a new time zone for an existing
-    user goes the single way (its pending messages move). Returns the index of each user
-    created."""
+) -> tuple[dict[str, int], list[tuple[int, str, Doc]]]:
+    """Changed users in one bulk write; a new time zone for an existing user goes the single way
+    (its pending messages move). Returns the index of each user to create, and their documents
+    (inserted last, by ``_insert_users``)."""
     ops: list[UpdateOne] = []
     done: list[tuple[int, str]] = []
     fresh: list[tuple[int, str, Doc]] = []
@@ -249,28 +279,56 @@ def _apply_users(
         else:
             ops.append(UpdateOne({"_id": it.user_id}, user_update(it.user_id, sets), upsert=True))
             done.append((i, it.user_id))
-    if fresh:
-        # New users are inserted (cheaper than upserts here); one a concurrent call created
-        # meanwhile is updated instead, as its single call would have done.
-        taken = _refused(m.db[dbm.USERS], [doc for _, _, doc in fresh])
-        for k, (i, uid, doc) in enumerate(fresh):
-            if k in taken:
-                skip = ("_id", "createdAt", "bucket")
-                sets = {key: value for key, value in _flat(doc).items() if key not in skip}
-                ops.append(UpdateOne({"_id": uid}, user_update(uid, sets), upsert=True))
-                done.append((i, uid))
-            else:
-                out[i] = Done(doc, "created")
-                to_plan.add(uid)
     if ops:
-        m.db[dbm.USERS].bulk_write(ops, ordered=False)
-        ids = [u for _, u in done]
-        stored = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": ids}})}
-        for i, uid in done:
-            out[i] = Done(stored.get(uid, {"_id": uid}), "changed")
+        _update_users(m, ops, done, out, to_plan, to_stamp)
+    return created, fresh
+
+
+def _update_users(
+    m: Manager,
+    ops: list[UpdateOne],
+    done: list[tuple[int, str]],
+    out: list[Outcome | None],
+    to_plan: set[str],
+    to_stamp: set[str],
+) -> None:
+    m.db[dbm.USERS].bulk_write(ops, ordered=False)
+    ids = [u for _, u in done]
+    stored = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": ids}})}
+    for i, uid in done:
+        out[i] = Done(stored.get(uid, {"_id": uid}), "changed")
+        to_plan.add(uid)
+        to_stamp.add(uid)
+
+
+def _insert_users(
+    m: Manager,
+    fresh: list[tuple[int, str, Doc]],
+    out: list[Outcome | None],
+    to_plan: set[str],
+    to_stamp: set[str],
+) -> dict[str, Doc]:
+    """New users in one insert (cheaper than upserts here); one a concurrent call created
+    meanwhile is updated instead, as its single call would have done. Returns those inserted."""
+    if not fresh:
+        return {}
+    taken = _refused(m.db[dbm.USERS], [doc for _, _, doc in fresh])
+    inserted: dict[str, Doc] = {}
+    ops: list[UpdateOne] = []
+    done: list[tuple[int, str]] = []
+    for k, (i, uid, doc) in enumerate(fresh):
+        if k in taken:
+            skip = ("_id", "createdAt", "bucket")
+            sets = {key: value for key, value in _flat(doc).items() if key not in skip}
+            ops.append(UpdateOne({"_id": uid}, user_update(uid, sets), upsert=True))
+            done.append((i, uid))
+        else:
+            out[i] = Done(doc, "created")
             to_plan.add(uid)
-            to_stamp.add(uid)
-    return created
+            inserted[uid] = doc
+    if ops:
+        _update_users(m, ops, done, out, to_plan, to_stamp)
+    return inserted
 
 
 def _apply_logins(
@@ -279,6 +337,7 @@ def _apply_logins(
     user_ready: Callable[[int, str], bool],
     out: list[Outcome | None],
     to_plan: set[str],
+    later: list[tuple[int, Callable[..., Done], tuple[Any, ...]]],
 ) -> None:
     todo: list[tuple[int, Login, str]] = []
     for i, it in enumerate(items):
@@ -324,8 +383,8 @@ def _apply_logins(
         return
     lost = _refused(coll, [doc for _, _, doc in new])  # a concurrent login took them
     for k, (i, it, doc) in enumerate(new):
-        if k in lost:
-            out[i] = _guard(_login, m, it)
+        if k in lost:  # after the new users are in: the single call needs its user
+            later.append((i, _login, (m, it)))
         else:
             out[i] = Done(doc, "created")
             to_plan.add(it.user_id)
@@ -337,6 +396,7 @@ def _apply_reminders(
     user_ready: Callable[[int, str], bool],
     out: list[Outcome | None],
     to_plan: set[str],
+    later: list[tuple[int, Callable[..., Done], tuple[Any, ...]]],
 ) -> None:
     todo: list[tuple[int, ReminderPut, Doc]] = []
     for i, it in enumerate(items):
@@ -368,13 +428,13 @@ def _apply_reminders(
         elif not existing.get("isDeleted") and _same(existing, fields):
             out[i] = Done(existing, "unchanged")
         else:  # a changed or re-created reminder: its old version's pending messages end
-            out[i] = _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
+            later.append((i, put_reminder, (m, it.user_id, it.reminder_id, it.spec)))
     if not new:
         return
     lost = _refused(coll, [doc for _, _, doc in new])  # a concurrent PUT of the id won
     for k, (i, it, doc) in enumerate(new):
         if k in lost:
-            out[i] = _guard(put_reminder, m, it.user_id, it.reminder_id, it.spec)
+            later.append((i, put_reminder, (m, it.user_id, it.reminder_id, it.spec)))
         else:
             out[i] = Done(doc, "created")
             to_plan.add(it.user_id)

@@ -23,13 +23,17 @@ WRITES = ("insert", "update", "delete", "findAndModify")
 class _Writes(monitoring.CommandListener):
     def __init__(self) -> None:
         self.on = False
-        self.seen: Counter[tuple[str, str]] = Counter()
+        self.seen: Counter[tuple[str, ...]] = Counter()
         self.lock = threading.Lock()
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if self.on and event.command_name in WRITES:
             with self.lock:
                 self.seen[(event.command_name, str(event.command[event.command_name]))] += 1
+        elif self.on and event.command_name == "find":
+            first = next(iter(event.command.get("filter") or {"": 0}))
+            with self.lock:
+                self.seen[("find", str(event.command["find"]), first)] += 1
 
     def succeeded(self, event: Any) -> None:
         pass
@@ -70,7 +74,7 @@ def test_an_onboarding_batch_is_a_few_writes(world):
         _W.on = False
     assert all(isinstance(o, upserts.Done) for o in out)
     assert world.db[dbm.MESSAGES].count_documents({}) == 200  # each reminder once today
-    writes = sum(_W.seen.values())
+    writes = sum(n for key, n in _W.seen.items() if key[0] in WRITES)
     # users, tokens, reminders, messages (one insert each); the planner's own bookkeeping.
     assert writes <= 8, dict(_W.seen)
 
@@ -185,3 +189,44 @@ def test_a_login_arms_only_its_own_devices_messages(world):
     assert isinstance(out[0], upserts.Done)
     assert set(armed) == {new["_id"], out[0].doc["_id"]}, armed
     assert len(armed) == 4  # two reminders on each new device, once
+
+
+def test_a_batch_plans_its_new_users_from_what_it_wrote_and_nothing_slips_between(world):
+    """New users are inserted last and planned from the documents the call holds (no read of
+    their reminders and tokens back). That is only sound because nothing can be attached to a
+    user who does not exist yet: a login for them while the batch runs is refused (404), and
+    once the batch is in, a login plans its device against the batch's reminders."""
+    import pytest
+
+    from shared.errors import NotFoundError
+
+    m = world.manager()
+    world.planner().run_pass()
+    raced: list[BaseException] = []
+    real = upserts._insert_users
+
+    def insert_users(*args: Any, **kw: Any) -> Any:
+        try:  # another caller logs the new user in just before the users go in
+            m.register_token("u0", device="racer", token="ExponentPushToken[racer]")
+        except NotFoundError as exc:
+            raced.append(exc)
+        return real(*args, **kw)
+
+    upserts._insert_users = insert_users  # type: ignore[assignment]
+    _W.seen.clear()
+    _W.on = True
+    try:
+        out = upserts.apply(m, _onboarding(3))
+    finally:
+        _W.on = False
+        upserts._insert_users = real  # type: ignore[assignment]
+    assert all(isinstance(o, upserts.Done) for o in out)
+    assert len(raced) == 1, "a login for a user not yet inserted must be refused"
+    # Planned without reading back the reminders and registrations the batch wrote.
+    assert ("find", dbm.REMINDERS, "userId") not in _W.seen, dict(_W.seen)
+    assert ("find", dbm.TOKENS, "userId") not in _W.seen, dict(_W.seen)
+    assert world.db[dbm.MESSAGES].count_documents({"userId": "u0"}) == 2
+    racer = m.register_token("u0", device="racer", token="ExponentPushToken[racer]")
+    assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": racer["_id"]}) == 2
+    with pytest.raises(NotFoundError):
+        m.register_token("nobody", device="x", token="ExponentPushToken[x]")
