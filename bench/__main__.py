@@ -93,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         default=120,
         help="scale: creator interval s (0: no kill)",
     )
+    ap.add_argument(
+        "--scale-herd",
+        type=int,
+        default=100_000,
+        help="scale: users due at one instant after the plan (0: no herd)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
     size = SIZES[args.sizes or ("quick" if args.quick else "full")]
@@ -169,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed,
                 ks,
                 kill_interval=args.scale_kill_interval,
+                herd=args.scale_herd,
                 fresh=fresh,
             )
     results["seconds"] = round(time.time() - t0, 1)

@@ -114,6 +114,8 @@ def rows(results: Doc) -> list[tuple[str, str, str, str]]:
                 "p95 < 100 ms: " + ("ok" if r["login_bar_ok"] else "MISSED"),
             )
         )
+    if "scale" in sc and "error" not in sc["scale"]:
+        out += _scale_rows(sc["scale"])
     for name, r in (sc.get("drills") or {}).items():
         if "error" in r:
             out.append((f"drill {name}", f"error: {r['error']}", "", ""))
@@ -229,3 +231,64 @@ EXTRA_FIGURES = (
     "good_reminders_planned",
     "creator_exit",
 )
+
+
+def _scale_rows(r: Doc) -> list[tuple[str, str, str, str]]:
+    """Issue 18's bars: x1.3 of the floor, RSS < 300 MB, several creators, the kill, the herd."""
+    rows: list[tuple[str, str, str, str]] = []
+    one = r.get("creators_1")
+    if one:
+        ratio = one.get("ratio_to_floor")
+        rss = one["peak_rss_mb_max"]
+        rows.append(
+            (
+                "scale: 1 creator",
+                f"{r['reminders']} reminders: pass {one['pass_seconds']} s, floor "
+                f"{one.get('floor_seconds')} s (x{ratio}); peak RSS {rss} MB; "
+                f"exactly once: {one.get('exactly_once')}",
+                "",
+                f"<= x1.3: {'ok' if ratio and ratio <= 1.3 else 'MISSED'}; "
+                f"RSS < 300 MB: {'ok' if rss < 300 else 'MISSED'}",
+            )
+        )
+    for k in (2, 4, 8):
+        c = r.get(f"creators_{k}")
+        if c:
+            rows.append(
+                (
+                    f"scale: {k} creators",
+                    f"pass {c['pass_seconds']} s (x{c.get('time_vs_1')} of one); peak RSS "
+                    f"{c['peak_rss_mb_max']} MB; missing {c.get('missing')}",
+                    "",
+                    "exactly once: " + ("ok" if c.get("exactly_once") else "MISSED"),
+                )
+            )
+    kd = r.get("killed")
+    if kd:
+        text = (
+            f"error: {kd['error']}"
+            if "error" in kd
+            else f"finished {kd['finished_s_after_kill']} s after the kill (interval "
+            f"{kd['interval_s']} s); lost {kd['reminders_without_message']}, duplicates "
+            f"{kd['duplicate_occurrences']}"
+        )
+        ok = "error" not in kd and kd["done"] and kd["within_one_interval"]
+        rows.append(("scale: creator killed", text, "", "ok" if ok else "MISSED"))
+    h = r.get("herd")
+    if h:
+        if "error" in h:
+            rows.append(("scale: herd after the plan", f"error: {h['error']}", "", "MISSED"))
+        else:
+            ok = h["lost"] == 0 and h["terminal"] and h["all_terminal_after_due_s"] <= 120
+            rows.append(
+                (
+                    "scale: herd after the plan",
+                    f"{h['n']} due at one instant: p50 {h['late_ms_p50']} ms, p95 "
+                    f"{h['late_ms_p95']} ms; lost {h['lost']}, dup {h['duplicates']}; all "
+                    f"terminal {h['all_terminal_after_due_s']} s after due; consumer peak RSS "
+                    f"{h['consumer_peak_rss_mb']} MB",
+                    "",
+                    "terminal within 2 min: " + ("ok" if ok else "MISSED"),
+                )
+            )
+    return rows

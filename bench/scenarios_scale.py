@@ -4,33 +4,46 @@ Opt-in (``--only scale``; not in the default run: at 1M reminders it takes well 
 Sizes: ``--scale-users`` (2 reminders and one token each; default 500,000 = 1M reminders).
 
 - ``creators_1``, ``creators_2``, ...: ``tzpush creator --once`` processes started together on
-  the same data (each database seeded anew), each one's peak RSS (``os.wait4``: ru_maxrss),
-  its pass summary, and the wall time until all exited; every expected occurrence planned
-  exactly once (one document per deterministic id, none missing).
+  the same seeded data (a restored copy of the server's files each time), each one's own peak
+  RSS (through ``bench/peak.py``), its pass summary, and the wall time until all exited; every
+  expected occurrence planned exactly once (one document per deterministic id, none missing).
 - ``floor``: the database's own insert of the same message documents (same indexes, batches of
-  5,000, streamed from the planned collection), against which the one-creator pass is set.
+  5,000, read from a dump of what the creator wrote) into the same collection on the same
+  restored seed, against which the one-creator pass is set.
 - ``killed``: two creator services (interval ``kill_interval`` s, lease a third of it);
   one is killed (SIGKILL) once part of its partitions is inserted; the other takes the dead
   one's partitions after its lease and finishes them: the time from the kill until every
   occurrence is planned and no window is left in progress, 0 lost, 0 duplicates.
 - ``idle``: a creator service on the planned data for a minute: the database's opcounters.
+- ``herd``: on the planned data, ``--scale-herd`` more users (100,000) with one message each,
+  all due at one instant (``bench/scenarios_herd.py``): lateness at the fake (unlimited rate),
+  when every one of them is terminal in the database, the consumer's peak RSS.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
+import json
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import bson
+
 from bench import workload
+from bench.scenarios_herd import run_herd
 from bench.stack import BenchStack, Proc
 from shared.domain.plan import bucket_of
 from shared.store import db as dbm
 
 Doc = dict[str, Any]
 PREFIX = "scale"
+PEAK = Path(__file__).with_name("peak.py")
+DBNAME = "scale"
+SNAPSHOT = "scale-seeded"
 LEASE_S = 6.0  # the bench's creators: a heartbeat every 2 s, so --once waits 2 s to start
 
 
@@ -51,19 +64,22 @@ def _env(st: BenchStack, **extra: str) -> dict[str, str]:
     return st.env(settings, **{"TZPUSH_CREATOR__LEASE_SECONDS": str(LEASE_S), **extra})
 
 
-def wait_rusage(p: Proc, timeout: float) -> tuple[int, int]:
-    """Wait for a child we started; its exit code and peak RSS in KiB (ru_maxrss)."""
+def wait_peak(p: Proc, peak_file: Path, timeout: float) -> tuple[int, int]:
+    """Wait for a child started through ``bench/peak.py``; its exit code and its own peak RSS
+    in KiB (``ru_maxrss`` as the small launcher saw it: see bench/peak.py for why)."""
     assert p.popen is not None
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-        if pid == p.pid:
-            code = os.waitstatus_to_exitcode(status)
-            p.popen.returncode = code
-            return code, usage.ru_maxrss
-        time.sleep(0.2)
-    p.kill9()
-    raise TimeoutError(f"{p.name} still running after {timeout} s")
+    try:
+        code = p.popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill9()
+        raise TimeoutError(f"{p.name} still running after {timeout} s") from None
+    peak = json.loads(peak_file.read_text(encoding="utf-8"))
+    return code, int(peak["maxrss_kib"])
+
+
+def measured(argv: list[str], peak_file: Path) -> list[str]:
+    """``argv`` run by the peak-RSS launcher (a fresh interpreter, standard library only)."""
+    return [sys.executable, "-I", str(PEAK), str(peak_file), "--", *argv]
 
 
 def run_creators(st: BenchStack, k: int, expected: int | None, timeout: float) -> Doc:
@@ -72,13 +88,15 @@ def run_creators(st: BenchStack, k: int, expected: int | None, timeout: float) -
     t0 = time.perf_counter()
     for i in range(k):
         name = f"scale-once-{k}-{i}"
-        argv = [st_tzpush(), "creator", "--once"]
+        peak = st.log_dir / f"{name}.peak.json"
+        peak.unlink(missing_ok=True)
+        argv = measured([st_tzpush(), "creator", "--once"], peak)
         p = Proc(name, argv, _env(st), st.log_dir / f"{name}.log")
         st.procs.append(p)
-        procs.append(p.start())
+        procs.append((p.start(), peak))
     out: Doc = {"creators": k, "per_creator": []}
-    for p in procs:
-        code, rss_kib = wait_rusage(p, timeout)
+    for p, peak in procs:
+        code, rss_kib = wait_peak(p, peak, timeout)
         summary = next((ln for ln in p.log_lines() if "wake-ups armed" in ln), "")
         out["per_creator"].append(
             {
@@ -128,23 +146,34 @@ def check_once(st: BenchStack, expected: int | None) -> Doc:
     return out
 
 
-def insert_floor(st: BenchStack, batch: int = 5000) -> float:
-    """The database's own time to insert the same documents with the same indexes, streamed."""
-    scratch = st.client[f"{st.dbname}_floor"]["notification_messages"]
-    scratch.create_indexes(dbm.index_plan()[dbm.MESSAGES])
+def dump_messages(st: BenchStack, path: Path) -> int:
+    """The planned messages, as BSON, to a local file (for ``insert_floor``); how many."""
+    n = 0
+    with open(path, "wb") as f:
+        for d in st.db[dbm.MESSAGES].find().batch_size(5000):
+            f.write(bson.encode(d))
+            n += 1
+    return n
+
+
+def insert_floor(st: BenchStack, path: Path, batch: int = 5000) -> float:
+    """The database's own time to insert the same documents (read from ``path``), in batches
+    of ``batch``, into the collection the creator wrote them to, with the same indexes, on the
+    same server state (restored from the seeded snapshot)."""
+    coll = st.db[dbm.MESSAGES]
     took = 0.0
-    cursor = st.db[dbm.MESSAGES].find().batch_size(batch)
     docs: list[Doc] = []
-    for d in cursor:
-        docs.append(d)
-        if len(docs) == batch:
-            t = time.perf_counter()
-            scratch.insert_many(docs, ordered=False)
-            took += time.perf_counter() - t
-            docs = []
+    with open(path, "rb") as f:
+        for d in bson.decode_file_iter(f):
+            docs.append(d)
+            if len(docs) == batch:
+                t = time.perf_counter()
+                coll.insert_many(docs, ordered=False)
+                took += time.perf_counter() - t
+                docs = []
     if docs:
         t = time.perf_counter()
-        scratch.insert_many(docs, ordered=False)
+        coll.insert_many(docs, ordered=False)
         took += time.perf_counter() - t
     return round(took, 2)
 
@@ -251,43 +280,65 @@ def run_scale(
     creators: tuple[int, ...] = (1, 2, 4),
     *,
     kill_interval: int = 120,
+    herd: int = 100_000,
     fresh: bool = True,
 ) -> Doc:
-    """Everything above at ``n_users`` users (2 reminders each)."""
+    """Everything above at ``n_users`` users (2 reminders each).
+
+    The seeded database is kept as a copy of the server's files (``BenchStack.snapshot``) and
+    every later step starts from a restored copy: the same state for each, without seeding
+    again (7 to 20 minutes at 1M here). Order: one creator's pass; its messages dumped; the
+    idle minute and the herd on the planned data; the floor (the same messages inserted by the
+    database alone, on a restored seed: the state the creator wrote into); 2, 4 creators; the
+    kill drill."""
     out: Doc = {"users": n_users}
     timeout = max(600.0, n_users / 100)
     now = dt.datetime.now(dt.UTC)
-    expected: int | None = None
-    for k in creators:
-        st.wipe(f"scale{k}", fresh_server=fresh)
-        n, seed_s = seed(st, n_users, seed_, now)
-        out["reminders"] = n
-        res = run_creators(st, k, expected, timeout)
-        res["seed_seconds"] = round(seed_s, 1)
-        if expected is None:
-            # One creator: one message per reminder (a daily local time occurs once in 24 h
-            # away from DST changes); the others must make exactly the same set.
-            expected = res["messages"]
-            res["messages_per_reminder"] = round(expected / n, 4)
-            res.update(check_once(st, expected))
-            out[f"creators_{k}"] = res  # kept whatever a later step does
-            res["floor_seconds"] = insert_floor(st)
-            res["ratio_to_floor"] = round(res["pass_seconds"] / res["floor_seconds"], 2)
-            try:
-                out["idle"] = run_idle(st)
-            except Exception as exc:  # keep the figures measured above
-                out["idle"] = {"error": f"{type(exc).__name__}: {exc}"}
-        out[f"creators_{k}"] = res
-    if kill_interval and expected is not None:
-        st.wipe("scalekill", fresh_server=fresh)
-        n, _ = seed(st, n_users, seed_, now)
+    st.wipe(DBNAME, fresh_server=fresh)
+    n, seed_s = seed(st, n_users, seed_, now)
+    out["reminders"] = n
+    out["seed_seconds"] = round(seed_s, 1)
+    out["snapshot_seconds"] = round(st.snapshot(SNAPSHOT), 1)
+    dump = st.log_dir / "scale-messages.bson"
+    try:
+        res = run_creators(st, 1, None, timeout)
+        # One creator: one message per reminder (a daily local time occurs once in 24 h away
+        # from DST changes); the others must make exactly the same set.
+        expected = int(res["messages"])
+        res["messages_per_reminder"] = round(expected / n, 4)
+        res.update(check_once(st, expected))
+        out["creators_1"] = res  # kept whatever a later step does
+        dump_messages(st, dump)
         try:
-            out["killed"] = run_killed(st, n, kill_interval, timeout)
+            out["idle"] = run_idle(st)
         except Exception as exc:  # keep the figures measured above
-            out["killed"] = {"error": f"{type(exc).__name__}: {exc}"}
+            out["idle"] = {"error": f"{type(exc).__name__}: {exc}"}
+        if herd:
+            try:
+                out["herd"] = run_herd(st, herd, seed_, "scaleherd", lead=30.0)
+            except Exception as exc:
+                out["herd"] = {"error": f"{type(exc).__name__}: {exc}"}
+        st.restore(SNAPSHOT, st.dbname)
+        res["floor_seconds"] = insert_floor(st, dump)
+        res["ratio_to_floor"] = round(res["pass_seconds"] / res["floor_seconds"], 2)
+        dump.unlink(missing_ok=True)
+        for k in creators:
+            if k == 1:
+                continue
+            st.restore(SNAPSHOT, st.dbname)
+            out[f"creators_{k}"] = run_creators(st, k, expected, timeout)
+        if kill_interval:
+            st.restore(SNAPSHOT, st.dbname)
+            try:
+                out["killed"] = run_killed(st, n, kill_interval, timeout)
+            except Exception as exc:  # keep the figures measured above
+                out["killed"] = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        dump.unlink(missing_ok=True)
+        st.drop_snapshot(SNAPSHOT)
     base = out.get("creators_1", {}).get("pass_seconds")
     for k in creators:
-        if base and k != 1:
+        if base and k != 1 and f"creators_{k}" in out:
             res = out[f"creators_{k}"]
             res["time_vs_1"] = round(res["pass_seconds"] / base, 2)
     return out

@@ -83,6 +83,19 @@ class Proc:
     def cpu(self) -> float:
         return cpu_seconds(self.pid) if self.alive() else 0.0
 
+    def peak_rss_mb(self) -> float | None:
+        """The process's own peak RSS so far (``VmHWM``: the high-water mark of its memory since
+        its ``exec``; unlike ``ru_maxrss`` it does not include the peak of the bench it was
+        forked from)."""
+        try:
+            with open(f"/proc/{self.pid}/status", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
+
     def stop(self, timeout: float = 40.0) -> None:
         if not self.alive():
             return
@@ -234,6 +247,33 @@ class BenchStack:
             self.local.start("mongo")
         self.dbname = f"{DATABASE}_{name}"
         dbm.ensure_indexes(self.db)
+
+    def snapshot(self, name: str) -> float:
+        """Keep a copy of the database server's files under ``name`` (the server is stopped for
+        the copy and started again); return the seconds it took. Seeding 1M reminders takes the
+        server here 7 to 20 minutes; a copy of its files a few seconds."""
+        t = time.perf_counter()
+        self.local.stop("mongo")
+        dst = STATE_DIR / "snapshots" / name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(self.local.data_dir("mongo"), dst)
+        self.local.start("mongo")
+        return time.perf_counter() - t
+
+    def restore(self, name: str, dbname: str) -> float:
+        """A freshly started server on a copy of snapshot ``name``, using database ``dbname``;
+        return the seconds it took."""
+        t = time.perf_counter()
+        self.local.stop("mongo")
+        data = self.local.data_dir("mongo")
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.copytree(STATE_DIR / "snapshots" / name, data)
+        self.local.start("mongo")
+        self.dbname = dbname
+        return time.perf_counter() - t
+
+    def drop_snapshot(self, name: str) -> None:
+        shutil.rmtree(STATE_DIR / "snapshots" / name, ignore_errors=True)
 
     def scheduler_bytes(self) -> int:
         return dir_bytes(self.local.data_dir("activemq") / "scheduler")
