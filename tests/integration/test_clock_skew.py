@@ -64,3 +64,18 @@ def test_doctor_reports_the_skew_and_fails_on_a_host_7_minutes_ahead(world, caps
     assert skew.status == "fail", skew
     assert "ahead of the database server by 420" in skew.detail or "by 419" in skew.detail
     assert "NTP" in skew.fix
+
+
+def test_the_janitor_after_a_long_pass_goes_by_the_time_it_runs_not_the_pass_start(world):
+    """A pass that planned for minutes (1M reminders: 7 min here) used to hand the janitor the
+    instant the pass began: it judged 'overdue' as of then (what became overdue meanwhile waited
+    a whole interval) and logged a clock skew that was only the pass's own length."""
+    world.user("lp", "UTC")
+    gone = _due_relative_to_janitor(world, "lp", "gone", -dt.timedelta(minutes=2))
+    calls = iter([utcnow() - dt.timedelta(minutes=6)])  # the pass began 6 minutes ago
+
+    def clock() -> dt.datetime:
+        return next(calls, None) or utcnow()
+
+    world.planner(clock=clock).run_pass()
+    assert world.message(gone)["status"] == "is_missed"
