@@ -13,7 +13,8 @@ consumers take each message through the send guard.
 
 Memory does not grow with the number of reminders: a pass reads its partitions a chunk of
 users at a time (a range of buckets: reminders, users and tokens by one index range each,
-about ``CHUNK_REMINDERS`` reminders), inserts each chunk while it reads and plans the next,
+about ``CHUNK_REMINDERS`` reminders), inserts each chunk while a thread of its own reads and
+plans the next (``_ahead``, a bounded queue: at most about two chunks are held at once),
 spools what it inserted to local disk as sorted runs, and arms once every chunk is in, by
 merging the runs in due order (``creator/spool.py``), so wake-ups are as full as if the whole
 window had been planned at once.
@@ -80,8 +81,9 @@ LOG_BAD_DOCUMENTS = 100
 # Its holder runs the janitor (once per pass for the fleet).
 JANITOR_PARTITION = 0
 WAKEUP_BATCH = 200  # wake-ups sent between two reads of the spool
-# Planned pieces (of INSERT_CHUNK messages) read and planned ahead of their insert: a chunk.
-AHEAD_PIECES = CHUNK_REMINDERS // INSERT_CHUNK
+# Planned pieces (of INSERT_CHUNK messages) queued ahead of their insert: about a chunk's worth
+# when each reminder makes one message; at least one (a queue of 0 would be unbounded).
+AHEAD_PIECES = max(1, CHUNK_REMINDERS // INSERT_CHUNK)
 T = TypeVar("T")
 
 
@@ -603,6 +605,8 @@ def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:
 
     The producer's exception is raised in the consumer; a consumer that stops early (an
     exception, a ``break``) stops the producer at its next item."""
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, not {depth} (0 would be unbounded)")
     q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 

@@ -49,3 +49,8 @@ def test_a_consumer_that_stops_early_stops_the_producer() -> None:
         if x == 3:
             break
     assert threading.active_count() == before  # joined, not left running
+
+
+def test_a_depth_below_one_is_refused_not_unbounded() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        next(_ahead(iter([1, 2]), 0))
