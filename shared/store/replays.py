@@ -227,9 +227,8 @@ def settle(database: Database[Doc], holder: str | None, settler: str, now: dt.da
 def stale_holders(database: Database[Doc], now: dt.datetime) -> set[str | None]:
     """Holders of ``replaying`` messages whose lease ran out (``None``: the old replay's).
 
-    No index serves ``status: 'replaying'`` (replays are rare and short), so this reads the
-    collection: callers do it at the start of a replay, and the janitor at most every few
-    minutes.
+    Served by the partial index ``replaying`` (only messages in that status are in it): callers
+    do it at the start of a replay, and the janitor at most every few minutes.
     """
     out: set[str | None] = set()
     with dbm.translate_errors("looking for stopped replays"):

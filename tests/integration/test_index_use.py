@@ -106,3 +106,18 @@ def test_active_registrations_without_a_token_string_do_not_collide(db):
         [{"_id": f"t{i}", "userId": "u", "deviceId": f"d{i}", "isActive": True} for i in range(3)]
     )
     assert db[dbm.TOKENS].count_documents({"isActive": True}) == 3
+
+
+def test_the_look_for_stopped_replays_reads_through_an_index(world, reads):
+    """The janitor (and every replay's start) looks for ``replaying`` messages whose lease ran
+    out. It read the whole messages collection: at 1M messages, with another creator inserting,
+    that read passed the driver's 30 s socket timeout and the creator's pass failed
+    (bench scale, 2 creators, 2026-12-01)."""
+    from shared.clock import utcnow
+    from shared.store import replays
+
+    dbm.ensure_indexes(world.db)
+    finds = reads(lambda: replays.stale_holders(world.db, utcnow()))
+    assert finds
+    scans = _unserved(world.db, finds)
+    assert not scans, "\n".join(scans)
