@@ -279,13 +279,15 @@ def _scale_rows(r: Doc) -> list[tuple[str, str, str, str]]:
         if "error" in h:
             rows.append(("scale: herd after the plan", f"error: {h['error']}", "", "MISSED"))
         else:
-            ok = h["lost"] == 0 and h["terminal"] and h["all_terminal_after_due_s"] <= 120
+            after = h["all_terminal_after_due_s"]
+            ok = h["lost"] == 0 and h["terminal"] and after is not None and after <= 120
             rows.append(
                 (
                     "scale: herd after the plan",
                     f"{h['n']} due at one instant: p50 {h['late_ms_p50']} ms, p95 "
                     f"{h['late_ms_p95']} ms; lost {h['lost']}, dup {h['duplicates']}; all "
-                    f"terminal {h['all_terminal_after_due_s']} s after due; consumer peak RSS "
+                    + (f"terminal {after} s after due" if after is not None else "NOT terminal")
+                    + " (polled until 60 s after the last push); consumer peak RSS "
                     f"{h['consumer_peak_rss_mb']} MB",
                     "",
                     "terminal within 2 min: " + ("ok" if ok else "MISSED"),

@@ -138,10 +138,12 @@ def wait_terminal(st: BenchStack, ids: list[str], timeout: float) -> dict[str, i
         time.sleep(2.0)
 
 
-def wait_none_pending_at(st: BenchStack, due: dt.datetime, timeout: float) -> float:
-    """Poll until no message due at ``due`` is pending (or ``timeout``); return when (time)."""
+def wait_none_pending_at(st: BenchStack, due: dt.datetime, timeout: float) -> float | None:
+    """Poll until no message due at ``due`` is pending; when (time), or None at ``timeout``."""
     deadline = time.time() + timeout
-    while pending_at(st, due) and time.time() < deadline:
+    while pending_at(st, due):
+        if time.time() > deadline:
+            return None
         time.sleep(1.0)
     return time.time()
 
@@ -197,7 +199,9 @@ def run_herd(
         http_429=stats.get("http_429", 0),
         statuses=final,
         terminal=final.get("pending", 0) == 0,
-        all_terminal_after_due_s=round(terminal_at - due.timestamp(), 2),
+        all_terminal_after_due_s=(
+            None if terminal_at is None else round(terminal_at - due.timestamp(), 2)
+        ),
         consumer_cpu_s=round(cpu, 2),
         consumer_peak_rss_mb=peak_mb,
     )

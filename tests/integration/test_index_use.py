@@ -121,3 +121,26 @@ def test_the_look_for_stopped_replays_reads_through_an_index(world, reads):
     assert finds
     scans = _unserved(world.db, finds)
     assert not scans, "\n".join(scans)
+
+
+def test_the_replaying_index_hides_no_other_status(db):
+    """The server here picks its index by the filter's first field: a query on ``status`` must
+    still see every status, not only the ``replaying`` ones the partial index holds."""
+    dbm.ensure_indexes(db)
+    import datetime as dt
+
+    at = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+    base = {"isDeleted": False, "scheduledAt": at, "userId": "u", "category": "meal"}
+    db[dbm.MESSAGES].insert_many(
+        [
+            {**base, "_id": "p1", "status": "pending", "label": "a"},
+            {**base, "_id": "p2", "status": "pending", "label": "b"},
+            {**base, "_id": "r1", "status": "replaying", "label": "c"},
+            {**base, "_id": "m1", "status": "is_missed", "label": "d"},
+        ]
+    )
+    msgs = db[dbm.MESSAGES]
+    assert msgs.count_documents({"status": "pending"}) == 2
+    assert msgs.count_documents({"status": "pending", "isDeleted": False, "scheduledAt": at}) == 2
+    assert {d["_id"] for d in msgs.find({"status": "is_missed"})} == {"m1"}
+    assert {d["_id"] for d in msgs.find({"status": "replaying"})} == {"r1"}
