@@ -7,8 +7,10 @@ concurrent writers queue for it), so ``creator.upserts`` writes a batch in bulk 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from pymongo import monitoring
@@ -41,6 +43,16 @@ class _Writes(monitoring.CommandListener):
     def failed(self, event: Any) -> None:
         pass
 
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Count what is sent inside the block (from nothing)."""
+        self.seen.clear()
+        self.on = True
+        try:
+            yield
+        finally:
+            self.on = False
+
 
 _W = _Writes()
 monitoring.register(_W)
@@ -66,12 +78,8 @@ def _onboarding(n: int, start: int = 0) -> list[upserts.Item]:
 def test_an_onboarding_batch_is_a_few_writes(world):
     m = world.manager()
     world.planner().run_pass()  # a planned window: the batch's messages are written at once too
-    _W.seen.clear()
-    _W.on = True
-    try:
+    with _W.recording():
         out = upserts.apply(m, _onboarding(100))
-    finally:
-        _W.on = False
     assert all(isinstance(o, upserts.Done) for o in out)
     assert world.db[dbm.MESSAGES].count_documents({}) == 200  # each reminder once today
     writes = sum(n for key, n in _W.seen.items() if key[0] in WRITES)
@@ -93,16 +101,14 @@ def test_logins_that_arrive_together_are_written_together(world):
             logins.submit(upserts.Login(f"u{i}", f"d{i}", f"ExponentPushToken[{i}]")).result(30)
         )
 
-    _W.seen.clear()
-    _W.on = True
     try:
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(40)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with _W.recording():
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(40)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     finally:
-        _W.on = False
         logins.close()
     assert len(answers) == 40 and all(isinstance(a, upserts.Done) for a in answers)
     inserts = _W.seen[("insert", dbm.TOKENS)]
@@ -213,12 +219,10 @@ def test_a_batch_plans_its_new_users_from_what_it_wrote_and_nothing_slips_betwee
         return real(*args, **kw)
 
     upserts._insert_users = insert_users  # type: ignore[assignment]
-    _W.seen.clear()
-    _W.on = True
     try:
-        out = upserts.apply(m, _onboarding(3))
+        with _W.recording():
+            out = upserts.apply(m, _onboarding(3))
     finally:
-        _W.on = False
         upserts._insert_users = real  # type: ignore[assignment]
     assert all(isinstance(o, upserts.Done) for o in out)
     assert len(raced) == 1, "a login for a user not yet inserted must be refused"
