@@ -7,9 +7,10 @@ MongoDB, and a pass plans only the partitions it holds. Per partition, a pass pl
 ``MAX_CATCH_UP`` back after an outage) for every active reminder, inserts the messages
 (duplicates refused by their deterministic ``_id``), arms wake-ups, then moves the partition's
 watermark. Order matters for crash safety: the window is marked ``inProgress`` on each
-partition before any insert, so a pass that dies between writing and arming is re-armed, from
-the database, by whichever creator holds the partition next. Arming twice is harmless:
-consumers take each message through the send guard.
+partition before any insert, so a pass that dies between writing and arming is planned again
+from that window's start by whichever creator holds the partition next: what it inserted is
+refused as a duplicate and armed as found. Arming twice is harmless: consumers take each
+message through the send guard.
 
 Memory does not grow with the number of reminders: a pass reads its partitions a chunk of
 users at a time (a range of buckets: reminders, users and tokens by one index range each,
@@ -99,7 +100,6 @@ class PassReport:
     existing: int = 0
     conflicts: int = 0
     wakeups: int = 0
-    rearmed: int = 0
     missed: int = 0
     seconds: float = 0.0
     partitions: list[int] = field(default_factory=list)  # held by this creator during the pass
@@ -129,7 +129,7 @@ class PassReport:
             f"{self.window_end:%Y-%m-%d %H:%M:%S}Z: "
             f"{self.reminders} reminders -> {self.planned} occurrences x tokens, "
             f"{self.inserted} new, {self.existing} already there, {self.conflicts} conflicts; "
-            f"{self.wakeups} wake-ups armed, {self.rearmed} re-armed; "
+            f"{self.wakeups} wake-ups armed; "
             f"{self.missed} marked is_missed; {self.seconds:.2f} s{bad}"
         )
 
@@ -201,17 +201,19 @@ class Planner:
         c = self.settings.creator
         docs = ensure_partitions(self.db, c.partitions)
         mine = {p: docs[p] for p in held}
-        # An interrupted pass of these partitions (this creator's or a dead one's): re-arm
-        # what it inserted, from the database, before planning on.
-        interrupted: dict[tuple[dt.datetime, dt.datetime], set[int]] = defaultdict(set)
+        # An interrupted pass of these partitions (this creator's or a dead one's) is planned
+        # again from its window's start: what it inserted is found by the inserts (the same
+        # deterministic ids) and armed as found, the rest inserted. Not re-armed from the
+        # messages: their index is by due instant, not by partition, so that read covered
+        # every partition's messages of the window (at 1M past the driver's 30 s timeout).
+        interrupted: dict[int, dt.datetime] = {}
         for p, d in mine.items():
-            prog = d.get("inProgress")
-            if prog and prog["to"] > now:
-                interrupted[(prog["from"], prog["to"])].add(p)
-        for (a, b), cut in sorted(interrupted.items()):
-            report.rearmed += self.rearm(a, b, only=cut).messages
+            if prog := d.get("inProgress"):
+                interrupted[p] = prog["from"]
+        if interrupted:
             report.notes.append(
-                f"re-armed the window of an interrupted pass (partitions {_ranges(cut)})"
+                f"planning again the window of an interrupted pass (partitions "
+                f"{_ranges(interrupted)})"
             )
         # Resume from the watermark even when it is in the past (the creator was down longer
         # than the horizon): the missed occurrences are created too, so each one ends in a
@@ -223,7 +225,10 @@ class Planner:
         slice_ = dt.timedelta(hours=min(c.slice_hours, c.horizon_hours / 2))
         by_start: dict[dt.datetime, list[int]] = defaultdict(list)
         for p, d in mine.items():
-            start = max(d.get("plannedUntil") or now, now - MAX_CATCH_UP)
+            mark = d.get("plannedUntil") or now
+            if p in interrupted:
+                mark = min(mark, interrupted[p])
+            start = max(mark, now - MAX_CATCH_UP)
             if end - start >= slice_:
                 by_start[start].append(p)
         for start, ps in sorted(by_start.items()):
@@ -297,13 +302,9 @@ class Planner:
         *,
         progress: Callable[[int], object] | None = None,
         take_over_stopped: bool = False,
-        only: Collection[int] | None = None,
     ) -> Rearmed:
-        """Publish wake-ups for every pending message due in ``[start, end)`` (creator.rearm);
-        ``only``: of the users of these partitions."""
-        return rearm(
-            self, start, end, progress=progress, take_over_stopped=take_over_stopped, only=only
-        )
+        """Publish wake-ups for every pending message due in ``[start, end)`` (creator.rearm)."""
+        return rearm(self, start, end, progress=progress, take_over_stopped=take_over_stopped)
 
     def arm(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
         """Group documents into wake-ups and schedule each ``lead`` before its first due instant.

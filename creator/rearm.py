@@ -1,4 +1,4 @@
-"""Re-arming from the database: ``tzpush rebuild`` and the re-arm of an interrupted pass.
+"""Re-arming from the database: ``tzpush rebuild``, after the broker lost its store.
 
 Streams: pending messages are read with a cursor in due order, ``REARM_CHUNK`` at a time, so the
 memory of a rebuild does not grow with the number of pending messages. Kept apart from the
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.domain.messages import Doc, Status
-from shared.domain.plan import WakeupStream, bucket_of, partition_of
+from shared.domain.plan import WakeupStream
 from shared.store import db as dbm
 
 if TYPE_CHECKING:
@@ -47,12 +47,8 @@ def rearm(
     *,
     progress: Callable[[int], object] | None = None,
     take_over_stopped: bool = False,
-    only: Collection[int] | None = None,
 ) -> Rearmed:
     """Publish wake-ups for every pending message due in ``[start, end)``, from the database.
-
-    ``only``: just the messages of the users of these partitions (the re-arm of one creator's
-    interrupted partitions; the others' messages are read and left to their own holders).
 
     Streams: the pending messages are read with a cursor in due order and armed
     ``REARM_CHUNK`` at a time, each category's last wake-up carried into the next chunk
@@ -86,8 +82,6 @@ def rearm(
     out = Rearmed()
     try:
         while docs := list(itertools.islice(cursor, chunk)):
-            if only is not None:
-                docs = [d for d in docs if _partition(d, c.partitions) in only]
             out.messages += len(docs)
             stopped: set[str] = set()
             if take_over_stopped:
@@ -105,12 +99,6 @@ def rearm(
     if planner.on_armed and out.wakeups:
         planner.on_armed(out.wakeups)
     return out
-
-
-def _partition(doc: Doc, partitions: int) -> int:
-    uid = doc.get("userId")
-    # A message without a usable user id goes with partition 0 (whose holder runs the janitor).
-    return partition_of(bucket_of(uid), partitions) if isinstance(uid, str) else 0
 
 
 def _held_by_stopped(planner: Planner, docs: list[Doc]) -> tuple[set[str], int]:

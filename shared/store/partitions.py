@@ -7,10 +7,11 @@ partition in ``planner_partitions``:
     {_id: "<p>/<P>", p, of: P, owner, leaseUntil, plannedUntil, inProgress: {from, to, at}}
 
 - ``plannedUntil`` is the partition's watermark and ``inProgress`` the window of a pass that
-  has started and not finished (re-armed by the next holder): the single watermark of earlier
-  versions, per partition. The ``_id`` names the partition count too, so changing it starts a
-  new set of documents, seeded conservatively from the old ones (the earliest watermark, every
-  interrupted window): planning a window twice only meets duplicates the database refuses.
+  has started and not finished (planned again from its start by the next holder): the single
+  watermark of earlier versions, per partition. The ``_id`` names the partition count too, so
+  changing it starts a new set of documents, seeded conservatively from the old ones (the
+  earliest watermark, every interrupted window): planning a window twice only meets duplicates
+  the database refuses.
 - ``owner`` / ``leaseUntil``: a lease. A creator holds a partition while it renews the lease;
   a creator that dies stops renewing, and once ``leaseUntil`` has passed another creator takes
   the partition with a compare-and-set. Every write of a watermark is conditional on the

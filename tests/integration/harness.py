@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pymongo import monitoring
 from pymongo.database import Database
 
 from consumer.worker import Consumer
@@ -46,6 +47,29 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or pred}")
         time.sleep(interval)
+
+
+class MessageReads(monitoring.CommandListener):
+    """What the database returned to reads of the messages, in order with the broker's sends."""
+
+    def __init__(self, events: list[tuple[str, int]]) -> None:
+        self.events = events
+        self._mine: set[int] = set()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        cmd = event.command
+        coll = cmd.get("find") if event.command_name == "find" else cmd.get("collection")
+        if event.command_name in ("find", "getMore") and coll == dbm.MESSAGES:
+            self._mine.add(event.request_id)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if event.request_id in self._mine:
+            cursor = event.reply.get("cursor", {})
+            batch = cursor.get("firstBatch", cursor.get("nextBatch", []))
+            self.events.append(("read", len(batch)))
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
 
 
 @dataclass

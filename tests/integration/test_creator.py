@@ -161,7 +161,19 @@ def test_two_concurrent_passes_leave_one_message_per_occurrence_and_token(world:
     assert sum(r.inserted for r in reports) == 80
 
 
-def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) -> None:
+# Kathmandu's 18:05 is 12:20 UTC on the fixed day: 30 s after it, within grace, that message
+# is overdue and must still be armed (sent late), though the next pass's "now" is past it.
+KATHMANDU_DUE = dt.datetime(2026, 10, 24, 12, 20, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    "resumed_at",
+    [FIXED_NOW, KATHMANDU_DUE + dt.timedelta(seconds=30)],
+    ids=["at-once", "after-a-message-fell-due"],
+)
+def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(
+    world: World, resumed_at: dt.datetime
+) -> None:
     seed_article_users(world)
 
     class Crash(Exception):
@@ -181,19 +193,21 @@ def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(world: World) 
     assert states and all("inProgress" in st and st["plannedUntil"] is None for st in states)
 
     # Make every wake-up fire at once so the test can count them on the queue.
-    planner = world.planner(clock=fixed_clock)
+    crashed = {d["_id"] for d in world.db[dbm.MESSAGES].find()}
+    planner = world.planner(clock=lambda: resumed_at)
     planner.settings = planner.settings.model_copy(
         update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": 10**7})}
     )
     report = planner.run_pass()
-    assert report.rearmed == 4
+    # Planned again from the crashed window's start: what it inserted is found, armed as found.
+    assert report.existing == 4
     frames = drain(world, "medication", 1)
     armed = Counter(i.id for f in frames for i in decode(f.body).items)
     ids = {d["_id"] for d in world.db[dbm.MESSAGES].find()}
-    assert set(armed) == ids
-    # The re-arm and the new pass's own arming may both name a message: harmless by design
-    # (the send guard), but each message is named at least once and at most twice.
-    assert max(armed.values()) <= 2
+    assert crashed <= ids and set(armed) == ids
+    assert set(armed.values()) == {1}
+    kathmandu = world.db[dbm.MESSAGES].find_one({"userId": "kath", "scheduledAt": KATHMANDU_DUE})
+    assert kathmandu is not None and kathmandu["_id"] in armed
     states = list(world.db[dbm.PARTITIONS].find())
     assert states and not any("inProgress" in st for st in states)
 

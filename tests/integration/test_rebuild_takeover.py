@@ -9,7 +9,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from pymongo import monitoring
 
 import creator.rearm as planner_mod
 from creator.planner import Planner
@@ -17,7 +16,7 @@ from shared.clock import utcnow
 from shared.domain.plan import group_wakeups
 from shared.store import db as dbm
 from shared.wire import decode
-from tests.integration.harness import World
+from tests.integration.harness import MessageReads, World
 from tests.integration.ops_helpers import run_cli
 
 DEAD = "consumer-dead0001"
@@ -80,29 +79,6 @@ def test_rebuild_leaves_a_holder_that_may_still_be_running_alone(world: World) -
     assert guard is not None and guard["owner"] == live and "takenOverFrom" not in guard
 
 
-class _Reads(monitoring.CommandListener):
-    """What the database returned to reads of the messages, in order with the broker's sends."""
-
-    def __init__(self, events: list[tuple[str, int]]) -> None:
-        self.events = events
-        self._mine: set[int] = set()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        cmd = event.command
-        coll = cmd.get("find") if event.command_name == "find" else cmd.get("collection")
-        if event.command_name in ("find", "getMore") and coll == dbm.MESSAGES:
-            self._mine.add(event.request_id)
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        if event.request_id in self._mine:
-            cursor = event.reply.get("cursor", {})
-            batch = cursor.get("firstBatch", cursor.get("nextBatch", []))
-            self.events.append(("read", len(batch)))
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
 def test_rebuild_streams_pending_messages_chunk_by_chunk(
     world: World, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,7 +102,7 @@ def test_rebuild_streams_pending_messages_chunk_by_chunk(
 
     monkeypatch.setattr(planner_mod, "REARM_CHUNK", chunk, raising=False)
     events: list[tuple[str, int]] = []
-    client = stack.mongo_client(event_listeners=[_Reads(events)])
+    client = stack.mongo_client(event_listeners=[MessageReads(events)])
     armed: list[tuple[str, ...]] = []
     try:
         planner = Planner(client[settings.mongo.database], world.broker(), settings)
