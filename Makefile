@@ -25,6 +25,10 @@ export TZPUSH_TEST_STATE_DIR ?= $(CURDIR)/.local/test
 export TZPUSH_TEST_STOMP_PORT ?= 61623
 export TZPUSH_TEST_MONGO_PORT ?= 27027
 PYTEST_ARGS ?=
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each on a stack of its own (state dir
+# <TZPUSH_TEST_STATE_DIR>/gwN, ports + 10 N): it mostly waits for due instants, and 3 workers
+# took it from 15 min 14 s to 6 min 34 s here (2 cores). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 ARGS ?=
 
 .PHONY: help venv install run test lint fmt bench services-up services-down services-status clean
@@ -71,13 +75,17 @@ run: install
 	$(TZPUSH) demo $(ARGS)
 
 # pytest's exit code is kept; the safety net stops whatever a killed session left running (only
-# processes named by the test state dir's pid files, and only when no other session holds the
+# processes named by the test state dirs' pid files, and only when no other session holds a
 # state dir's lock: two `make test` in one tree take turns, see tests/integration/conftest.py).
 test: install
-	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
+		$(PYTEST_ARGS) || status=$$?; \
 	mkdir -p "$(TZPUSH_TEST_STATE_DIR)"; \
-	TZPUSH_LOCAL__STATE_DIR="$(TZPUSH_TEST_STATE_DIR)" flock -n "$(TZPUSH_TEST_STATE_DIR)/.session.lock" \
-		$(TZPUSH) services down >/dev/null || true; \
+	for dir in "$(TZPUSH_TEST_STATE_DIR)" "$(TZPUSH_TEST_STATE_DIR)"/gw*; do \
+		test -f "$$dir/.session.lock" || continue; \
+		TZPUSH_LOCAL__STATE_DIR="$$dir" flock -n "$$dir/.session.lock" \
+			$(TZPUSH) services down >/dev/null || true; \
+	done; \
 	exit $$status
 
 lint: venv

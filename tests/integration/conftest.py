@@ -11,6 +11,10 @@
 Environment overrides: TZPUSH_TEST_STATE_DIR (default .local/test), TZPUSH_TEST_STOMP_PORT
 (61623), TZPUSH_TEST_MONGO_PORT (27027): away from the defaults so a `make run` stack keeps running.
 Two sessions on the same state dir take turns (`session_lock`).
+
+Under pytest-xdist (`make test` runs ``-n``: the suite mostly waits for due instants, a third of
+one core busy on average), each worker has a stack of its own: worker ``gwN`` uses the state dir
+``<state dir>/gwN`` and the ports plus ``10 * N``.
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ from shared.settings import ExpoSettings, Settings
 from tests.integration.expo_support import SENDER_TUNING, MakeFake
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TEST_STATE_DIR = Path(os.environ.get("TZPUSH_TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
-TEST_STOMP_PORT = int(os.environ.get("TZPUSH_TEST_STOMP_PORT", "61623"))
-TEST_MONGO_PORT = int(os.environ.get("TZPUSH_TEST_MONGO_PORT", "27027"))
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... under pytest -n
+_WORKER_N = int(_WORKER[2:]) if _WORKER.startswith("gw") and _WORKER[2:].isdigit() else 0
+_BASE_STATE_DIR = Path(os.environ.get("TZPUSH_TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
+TEST_STATE_DIR = _BASE_STATE_DIR / _WORKER if _WORKER else _BASE_STATE_DIR
+TEST_STOMP_PORT = int(os.environ.get("TZPUSH_TEST_STOMP_PORT", "61623")) + 10 * _WORKER_N
+TEST_MONGO_PORT = int(os.environ.get("TZPUSH_TEST_MONGO_PORT", "27027")) + 10 * _WORKER_N
 TEST_DATABASE = "tzpush_test"
 # SecantusDB's venv is shared with `make install` (.local/secantus-venv), never wiped per session.
 SECANTUS_VENV = REPO_ROOT / ".local" / "secantus-venv"
