@@ -24,6 +24,7 @@ from bench.scenarios_drills import DRILLS as BASE_DRILLS
 from bench.scenarios_herd import run_herd, run_outage
 from bench.scenarios_hostile import DRILLS as HOSTILE_DRILLS
 from bench.scenarios_plan import run_idle, run_plan
+from bench.scenarios_scale import STEPS as SCALE_STEPS
 from bench.scenarios_scale import run_scale
 from bench.stack import STATE_DIR, bench_stack, interpreters
 
@@ -98,6 +99,22 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=100_000,
         help="scale: users due at one instant after the plan (0: no herd)",
+    )
+    ap.add_argument(
+        "--scale-herd-lead",
+        type=float,
+        default=30.0,
+        help="scale: the herd's lead time s (wake-ups fire this long before due)",
+    )
+    ap.add_argument(
+        "--scale-steps",
+        default=",".join(SCALE_STEPS),
+        help=f"scale: a subset of {','.join(SCALE_STEPS)} (idle, herd, floor need once)",
+    )
+    ap.add_argument(
+        "--scale-seeded",
+        type=Path,
+        help="scale: a kept copy of the bench server's files holding this seed (skips seeding)",
     )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
@@ -176,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
                 ks,
                 kill_interval=args.scale_kill_interval,
                 herd=args.scale_herd,
+                herd_lead=args.scale_herd_lead,
                 fresh=fresh,
+                steps=tuple(s.strip() for s in args.scale_steps.split(",") if s.strip()),
+                seeded=args.scale_seeded,
             )
     results["seconds"] = round(time.time() - t0, 1)
     path = out_dir / f"{stamp}.json"

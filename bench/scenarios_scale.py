@@ -273,6 +273,11 @@ def run_idle(st: BenchStack, seconds: float = 60.0) -> Doc:
     return {"seconds": seconds, "opcounters": delta, "creator_pass_every_s": 10}
 
 
+# The steps of the scenario, in the order they run. ``idle``, ``herd`` and ``floor`` need
+# ``once`` (the one-creator plan they work on, and the dump the floor inserts).
+STEPS = ("once", "idle", "herd", "floor", "creators", "kill")
+
+
 def run_scale(
     st: BenchStack,
     n_users: int,
@@ -281,7 +286,10 @@ def run_scale(
     *,
     kill_interval: int = 120,
     herd: int = 100_000,
+    herd_lead: float = 30.0,
     fresh: bool = True,
+    steps: tuple[str, ...] = STEPS,
+    seeded: Path | None = None,
 ) -> Doc:
     """Everything above at ``n_users`` users (2 reminders each).
 
@@ -290,52 +298,78 @@ def run_scale(
     again (7 to 20 minutes at 1M here). Order: one creator's pass; its messages dumped; the
     idle minute and the herd on the planned data; the floor (the same messages inserted by the
     database alone, on a restored seed: the state the creator wrote into); 2, 4 creators; the
-    kill drill."""
-    out: Doc = {"users": n_users}
+    kill drill.
+
+    ``steps``: a subset of ``STEPS`` (a rerun of what failed). ``seeded``: a copy of the
+    server's files holding this seed, kept from an earlier run (the bench's snapshot dir
+    copied by hand), used instead of seeding; it is read, never changed."""
+    bad = [s for s in steps if s not in STEPS]
+    if bad:
+        raise ValueError(f"unknown scale step(s) {bad}; choose from {STEPS}")
+    if {"idle", "herd", "floor"} & set(steps) and "once" not in steps:
+        raise ValueError("the steps idle, herd and floor need the step once (the plan)")
+    out: Doc = {"users": n_users, "steps": list(steps)}
     timeout = max(600.0, n_users / 100)
     now = dt.datetime.now(dt.UTC)
     st.wipe(DBNAME, fresh_server=fresh)
-    n, seed_s = seed(st, n_users, seed_, now)
+    if seeded is not None:
+        snapshot = str(seeded.resolve())
+        out["seeded_from"] = snapshot
+        out["restore_seconds"] = round(st.restore(snapshot, st.dbname), 1)
+        n = st.db[dbm.REMINDERS].estimated_document_count()
+        if st.db[dbm.USERS].estimated_document_count() != n_users or n != 2 * n_users:
+            raise ValueError(f"{seeded} does not hold {n_users:,} seeded users in {st.dbname}")
+    else:
+        snapshot = SNAPSHOT
+        n, seed_s = seed(st, n_users, seed_, now)
+        out["seed_seconds"] = round(seed_s, 1)
+        out["snapshot_seconds"] = round(st.snapshot(SNAPSHOT), 1)
     out["reminders"] = n
-    out["seed_seconds"] = round(seed_s, 1)
-    out["snapshot_seconds"] = round(st.snapshot(SNAPSHOT), 1)
     dump = st.log_dir / "scale-messages.bson"
+    expected: int | None = None
     try:
-        res = run_creators(st, 1, None, timeout)
-        # One creator: one message per reminder (a daily local time occurs once in 24 h away
-        # from DST changes); the others must make exactly the same set.
-        expected = int(res["messages"])
-        res["messages_per_reminder"] = round(expected / n, 4)
-        res.update(check_once(st, expected))
-        out["creators_1"] = res  # kept whatever a later step does
-        dump_messages(st, dump)
-        try:
-            out["idle"] = run_idle(st)
-        except Exception as exc:  # keep the figures measured above
-            out["idle"] = {"error": f"{type(exc).__name__}: {exc}"}
-        if herd:
-            try:
-                out["herd"] = run_herd(st, herd, seed_, "scaleherd", lead=30.0)
-            except Exception as exc:
-                out["herd"] = {"error": f"{type(exc).__name__}: {exc}"}
-        st.restore(SNAPSHOT, st.dbname)
-        res["floor_seconds"] = insert_floor(st, dump)
-        res["ratio_to_floor"] = round(res["pass_seconds"] / res["floor_seconds"], 2)
-        dump.unlink(missing_ok=True)
-        for k in creators:
+        if "once" in steps:
+            res = run_creators(st, 1, None, timeout)
+            # One creator: one message per reminder (a daily local time occurs once in 24 h away
+            # from DST changes); the others must make exactly the same set.
+            expected = int(res["messages"])
+            res["messages_per_reminder"] = round(expected / n, 4)
+            res.update(check_once(st, expected))
+            out["creators_1"] = res  # kept whatever a later step does
+            if "floor" in steps:
+                dump_messages(st, dump)
+            if "idle" in steps:
+                try:
+                    out["idle"] = run_idle(st)
+                except Exception as exc:  # keep the figures measured above
+                    out["idle"] = {"error": f"{type(exc).__name__}: {exc}"}
+            if herd and "herd" in steps:
+                try:
+                    out["herd"] = run_herd(
+                        st, herd, seed_, "scaleherd", lead=herd_lead, terminal_wait=300.0
+                    )
+                except Exception as exc:
+                    out["herd"] = {"error": f"{type(exc).__name__}: {exc}"}
+            if "floor" in steps:
+                st.restore(snapshot, st.dbname)
+                res["floor_seconds"] = insert_floor(st, dump)
+                res["ratio_to_floor"] = round(res["pass_seconds"] / res["floor_seconds"], 2)
+                dump.unlink(missing_ok=True)
+        for k in creators if "creators" in steps else ():
             if k == 1:
                 continue
-            st.restore(SNAPSHOT, st.dbname)
+            st.restore(snapshot, st.dbname)
             out[f"creators_{k}"] = run_creators(st, k, expected, timeout)
-        if kill_interval:
-            st.restore(SNAPSHOT, st.dbname)
+        if kill_interval and "kill" in steps:
+            st.restore(snapshot, st.dbname)
             try:
                 out["killed"] = run_killed(st, n, kill_interval, timeout)
             except Exception as exc:  # keep the figures measured above
                 out["killed"] = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         dump.unlink(missing_ok=True)
-        st.drop_snapshot(SNAPSHOT)
+        if seeded is None:
+            st.drop_snapshot(SNAPSHOT)
     base = out.get("creators_1", {}).get("pass_seconds")
     for k in creators:
         if base and k != 1 and f"creators_{k}" in out:

@@ -254,7 +254,7 @@ class BenchStack:
         server here 7 to 20 minutes; a copy of its files a few seconds."""
         t = time.perf_counter()
         self.local.stop("mongo")
-        dst = STATE_DIR / "snapshots" / name
+        dst = self.snapshot_dir(name)
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(self.local.data_dir("mongo"), dst)
         self.local.start("mongo")
@@ -267,13 +267,18 @@ class BenchStack:
         self.local.stop("mongo")
         data = self.local.data_dir("mongo")
         shutil.rmtree(data, ignore_errors=True)
-        shutil.copytree(STATE_DIR / "snapshots" / name, data)
+        shutil.copytree(self.snapshot_dir(name), data)
         self.local.start("mongo")
         self.dbname = dbname
         return time.perf_counter() - t
 
     def drop_snapshot(self, name: str) -> None:
-        shutil.rmtree(STATE_DIR / "snapshots" / name, ignore_errors=True)
+        shutil.rmtree(self.snapshot_dir(name), ignore_errors=True)
+
+    def snapshot_dir(self, name: str) -> Path:
+        """Where snapshot ``name`` is kept; a name with a ``/`` is a directory of its own (a
+        copy kept by hand, e.g. ``--scale-seeded``)."""
+        return Path(name) if "/" in name else STATE_DIR / "snapshots" / name
 
     def scheduler_bytes(self) -> int:
         return dir_bytes(self.local.data_dir("activemq") / "scheduler")
