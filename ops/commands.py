@@ -178,17 +178,11 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
-    from creator.rearm import STOPPED_MARGIN_S
+    from creator.rearm import STOPPED_MARGIN_S, count_pending
     from creator.service import open_planner
-    from shared.store import db as dbm
 
     with open_planner(settings) as planner:
-        flt = {
-            "status": Status.PENDING.value,
-            "isDeleted": False,
-            "scheduledAt": {"$gte": EPOCH, "$lt": FAR},
-        }
-        total = planner.db[dbm.MESSAGES].count_documents(flt, hint=dbm.PENDING_UNIQUE)
+        total = count_pending(planner, EPOCH, FAR)
         with _progress(total, "rebuild") as bar:
             task = bar.add_task("re-arming", total=total)
             advance: Callable[[int], None] = lambda n: bar.advance(task, n)  # noqa: E731
