@@ -287,8 +287,15 @@ def _scale_rows(r: Doc) -> list[tuple[str, str, str, str]]:
                     f"{h['n']} due at one instant: p50 {h['late_ms_p50']} ms, p95 "
                     f"{h['late_ms_p95']} ms; lost {h['lost']}, dup {h['duplicates']}; all "
                     + (f"terminal {after} s after due" if after is not None else "NOT terminal")
-                    + " (polled until 60 s after the last push); consumer peak RSS "
-                    f"{h['consumer_peak_rss_mb']} MB",
+                    + " (waited up to 5 min); consumer peak RSS "
+                    f"{h['consumer_peak_rss_mb']} MB"
+                    + (
+                        f"; the database's own outcome writes for the herd: "
+                        f"{h['outcome_floor']['herd_seconds']} s (from "
+                        f"{h['outcome_floor']['messages']} timed)"
+                        if h.get("outcome_floor", {}).get("herd_seconds")
+                        else ""
+                    ),
                     "",
                     "terminal within 2 min: " + ("ok" if ok else "MISSED"),
                 )

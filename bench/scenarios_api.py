@@ -16,6 +16,7 @@ saw it. Bar: p95 < 100 ms.
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import threading
 import time
@@ -26,7 +27,7 @@ import httpx
 from api.app import ensure_api_indexes
 from api.keys import hash_key, new_key
 from bench.scenarios_herd import pct
-from bench.stack import TZPUSH, BenchStack, Proc
+from bench.stack import TZPUSH, BenchStack, Proc, cpu_seconds
 from shared.store import db as dbm
 
 Doc = dict[str, Any]
@@ -208,6 +209,16 @@ def plan_window(st: BenchStack) -> None:
         raise RuntimeError(f"creator --once failed: {creator.log_lines()[-5:]}")
 
 
+def cpu_by_process(st: BenchStack, api: Proc) -> dict[str, float]:
+    """CPU seconds so far of the bench itself, the API, the database and the broker."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"bench_clients": usage.ru_utime + usage.ru_stime, "api": api.cpu()}
+    for name in ("mongo", "activemq"):
+        pid = st.local.pid(name)
+        out[name] = cpu_seconds(pid) if pid else 0.0
+    return out
+
+
 def run_api(st: BenchStack, n: int, total_logins: int) -> Doc:
     key = new_key()
     plan_window(st)
@@ -219,7 +230,12 @@ def run_api(st: BenchStack, n: int, total_logins: int) -> Doc:
             onboarding = onboard(client, onboarding_items(n))
         cpu = proc.cpu()
         base = floor(st, st.dbname)  # before the logins add their own documents
+        before = cpu_by_process(st, proc)
         login = logins(url, key, n, total_logins)
+        after = cpu_by_process(st, proc)
+        # Where the two cores went during the logins: the bench's 20 client threads, the API,
+        # the database server and the broker (wake-ups of each login's new messages).
+        login["cpu_s"] = {k: round(after[k] - before[k], 2) for k in after}
     finally:
         proc.stop()
     ratio = onboarding["seconds"] / base["seconds"] if base["seconds"] else None

@@ -17,8 +17,10 @@ from bench import workload
 from bench.stack import BenchStack, Proc
 from creator.janitor import sweep
 from creator.planner import Planner
+from shared.domain.outcomes import journal_row, row_entries
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store.journal import apply_outcomes, entry_ops
 
 Doc = dict[str, Any]
 
@@ -195,6 +197,45 @@ def watch_prep(st: BenchStack, n: int, due: dt.datetime, lead: float, base: int)
     return {"guards_in_after_fire_s": round(done - fire, 2) if done else None}
 
 
+def outcome_floor(st: BenchStack, after: dt.datetime, sample: int) -> Doc:
+    """The database's own time for the writes that make a herd's messages terminal: the
+    consumer's very updates (``entry_ops``, ``apply_outcomes``: success, ticket, receipt due)
+    applied to ``sample`` other pending messages (due from an hour after ``after``), timed
+    apart from reading them; and that per-message cost times the herd."""
+    flt = {
+        "status": "pending",
+        "isDeleted": False,
+        "scheduledAt": {
+            "$gte": after + dt.timedelta(hours=1),
+            "$lt": after + dt.timedelta(hours=3),
+        },
+    }
+    docs = list(st.db[dbm.MESSAGES].find(flt).limit(sample))
+    now = dt.datetime.now(dt.UTC)
+    rows = [
+        journal_row(
+            id=d["_id"],
+            ok=True,
+            ticket=f"floor-{i}",
+            error=None,
+            message=None,
+            attempts=1,
+            token=d.get("notificationTokenId"),
+            user=d.get("userId"),
+            cap=False,
+            ld=d.get("localDate"),
+            due=int(d["scheduledAt"].timestamp() * 1000),
+            code=None,
+        )
+        for i, d in enumerate(docs)
+    ]
+    updates, effects, refunds = entry_ops(row_entries(rows, now, "bench-floor"), 900.0)
+    t = time.perf_counter()
+    apply_outcomes(st.db, updates, effects, refunds, 3, now)
+    took = time.perf_counter() - t
+    return {"messages": len(docs), "seconds": round(took, 2)}
+
+
 def run_herd(
     st: BenchStack,
     n: int,
@@ -205,6 +246,7 @@ def run_herd(
     client_rate: float = 100000.0,
     lead: float = 15.0,
     terminal_wait: float = 60.0,
+    floor_sample: int = 0,
 ) -> Doc:
     """``n`` messages due at one instant; ``terminal_wait``: how long after the last push the
     bench waits for every one of them to be terminal in the database (at least that long
@@ -233,6 +275,14 @@ def run_herd(
         peak_mb = consumer.peak_rss_mb()
     finally:
         consumer.stop()
+    floor: Doc = {}
+    if floor_sample:
+        try:
+            floor = outcome_floor(st, due, floor_sample)
+        except Exception as exc:  # keep the herd's own figures
+            floor = {"error": f"{type(exc).__name__}: {exc}"}
+        if floor.get("messages"):
+            floor["herd_seconds"] = round(floor["seconds"] / floor["messages"] * n, 1)
     out = deliveries(st, set(ids), due)
     stats = st.fake.stats()
     out.update(
@@ -251,6 +301,8 @@ def run_herd(
         consumer_cpu_s=round(cpu, 2),
         consumer_peak_rss_mb=peak_mb,
     )
+    if floor:
+        out["outcome_floor"] = floor
     return out
 
 

@@ -346,7 +346,13 @@ def run_scale(
             if herd and "herd" in steps:
                 try:
                     out["herd"] = run_herd(
-                        st, herd, seed_, "scaleherd", lead=herd_lead, terminal_wait=300.0
+                        st,
+                        herd,
+                        seed_,
+                        "scaleherd",
+                        lead=herd_lead,
+                        terminal_wait=300.0,
+                        floor_sample=10_000,
                     )
                 except Exception as exc:
                     out["herd"] = {"error": f"{type(exc).__name__}: {exc}"}
