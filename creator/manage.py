@@ -332,9 +332,11 @@ class Manager:
             {"_id": old["_id"]},
             {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},
         )
-        until = watermarks(self.db, [old["userId"]], self.settings.creator.partitions).get(
-            old["userId"]
-        )
+        # Up to the end of a window in progress too: a pass that died (or is running) before its
+        # watermark moved may have inserted the old version's messages beyond the watermark.
+        until = watermarks(
+            self.db, [old["userId"]], self.settings.creator.partitions, reach=True
+        ).get(old["userId"])
         if until is None:
             return
         max_grace = max(c.grace_seconds for c in self.settings.categories.values())

@@ -143,20 +143,30 @@ def finish(database: Database[Doc], pid: str, owner: str, end: dt.datetime) -> b
 
 
 def watermarks(
-    database: Database[Doc], user_ids: Iterable[str], partitions: int
+    database: Database[Doc], user_ids: Iterable[str], partitions: int, *, reach: bool = False
 ) -> dict[str, dt.datetime | None]:
-    """Each user's partition watermark (None: nothing planned yet for that partition)."""
+    """Each user's partition watermark (None: nothing planned yet for that partition).
+
+    ``reach``: how far messages may already exist instead, the end of a window in progress when
+    it lies beyond the watermark (a pass running or dead before its watermark moved): what a
+    change must cancel up to, since that pass may have inserted the old version's messages."""
     parts = {u: partition_of(bucket_of(u), partitions) for u in user_ids}
     ids = sorted({partition_id(p, partitions) for p in parts.values()})
     if not ids:
         return {}
-    found = {
-        d["p"]: d.get("plannedUntil") for d in database[dbm.PARTITIONS].find({"_id": {"$in": ids}})
-    }
+    found: dict[int, dt.datetime | None] = {}
+    for d in database[dbm.PARTITIONS].find({"_id": {"$in": ids}}):
+        mark, prog = d.get("plannedUntil"), d.get("inProgress")
+        if reach and prog and (mark is None or prog["to"] > mark):
+            mark = prog["to"]
+        found[d["p"]] = mark
     if len(found) < len(ids):  # partition documents not created yet: the legacy watermark
         legacy = database[dbm.STATE].find_one({"_id": LEGACY_ID}) or {}
+        mark, prog = legacy.get("plannedUntil"), legacy.get("inProgress")
+        if reach and prog and (mark is None or prog["to"] > mark):
+            mark = prog["to"]
         for p in parts.values():
-            found.setdefault(p, legacy.get("plannedUntil"))
+            found.setdefault(p, mark)
     return {u: found.get(p) for u, p in parts.items()}
 
 

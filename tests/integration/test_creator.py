@@ -161,6 +161,47 @@ def test_two_concurrent_passes_leave_one_message_per_occurrence_and_token(world:
     assert sum(r.inserted for r in reports) == 80
 
 
+def test_a_reminder_changed_after_a_pass_died_is_planned_anew_and_its_old_message_cancelled(
+    world: World,
+) -> None:
+    """A pass dies between its inserts and its arming (no watermark yet); the reminder's text is
+    then changed. The change must cancel what the dead pass inserted for the old version (with
+    its reason), and the next pass must plan and arm the new version: the old message would
+    otherwise hold the occurrence's slot in the unique index, unarmed, until the janitor."""
+    reminders = seed_article_users(world)
+
+    class Crash(Exception):
+        pass
+
+    class CrashingPlanner(Planner):
+        def _send_wakeups(self, wakeups, progress):  # type: ignore[no-untyped-def]
+            if wakeups:
+                raise Crash("killed between insert and arm")
+            return []
+
+    with pytest.raises(Crash):
+        CrashingPlanner(world.db, world.broker(), world.settings).run_pass()
+    old = world.db[dbm.MESSAGES].find_one({"userId": "berlin"})
+    assert old is not None and old["status"] == "pending"
+
+    world.manager().update_reminder(reminders["berlin"], title="Citramon, 1 tablet")
+
+    planner = world.planner()
+    planner.settings = planner.settings.model_copy(
+        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": 10**7})}
+    )
+    planner.run_pass()
+    again = world.db[dbm.MESSAGES].find_one({"_id": old["_id"]})
+    assert again is not None and again["status"] == "cancelled", again
+    assert again["reason"] == "reminder changed"
+    new = world.db[dbm.MESSAGES].find_one(
+        {"userId": "berlin", "status": "pending", "scheduledAt": old["scheduledAt"]}
+    )
+    assert new is not None and new["_id"] != old["_id"] and new["title"] == "Citramon, 1 tablet"
+    armed = {i.id for f in drain(world, "medication", 1) for i in decode(f.body).items}
+    assert new["_id"] in armed
+
+
 # Kathmandu's 18:05 is 12:20 UTC on the fixed day: 30 s after it, within grace, that message
 # is overdue and must still be armed (sent late), though the next pass's "now" is past it.
 KATHMANDU_DUE = dt.datetime(2026, 10, 24, 12, 20, tzinfo=dt.UTC)
