@@ -26,7 +26,7 @@ export TZPUSH_TEST_STOMP_PORT ?= 61623
 export TZPUSH_TEST_MONGO_PORT ?= 27027
 PYTEST_ARGS ?=
 # The suite runs in TEST_WORKERS processes (pytest-xdist), each on a stack of its own (state dir
-# <TZPUSH_TEST_STATE_DIR>/gwN, ports + 10 N): it mostly waits for due instants, and 3 workers
+# <TZPUSH_TEST_STATE_DIR>/gwN, ports + 100 + 10 N): it mostly waits for due instants, and 3 workers
 # took it from 15 min 14 s to 6 min 34 s here (2 cores). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
 ARGS ?=

@@ -141,14 +141,15 @@ def any_pending_at(st: BenchStack, due: dt.datetime) -> bool:
     return st.db[dbm.MESSAGES].find_one(flt, {"_id": 1}) is not None
 
 
-def merged(metrics_url: str) -> float:
+def merged(metrics_url: str) -> float | None:
     """Messages whose outcome the consumer has written to the database: its
-    ``tzpush_messages_total``, counted after each write of outcomes (consumer/recorder.py)."""
+    ``tzpush_messages_total``, counted after each write of outcomes (consumer/recorder.py);
+    None if its metrics do not answer."""
     try:
         with urllib.request.urlopen(metrics_url, timeout=5) as answer:
             text = answer.read().decode()
     except OSError:
-        return 0.0
+        return None
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
@@ -171,15 +172,19 @@ def wait_none_pending_at(
     """Until no message due at ``due`` is pending: when (time), or None at ``timeout``.
 
     The consumer's count of written outcomes is polled every second (free); the database is
-    asked once that count reaches ``n`` (then every 10 s, should it not agree): polling the
-    database itself every second was a load of its own (``any_pending_at``)."""
+    asked once that count reaches ``n`` (or every 30 s while the metrics do not answer):
+    polling the database itself every second was a load of its own (``any_pending_at``)."""
     deadline = time.time() + timeout
+    asked = time.time()
     while True:
-        if merged(metrics_url) >= n:
-            at = time.time()
+        count = merged(metrics_url)
+        done = count is not None and count >= n
+        if done or (count is None and time.time() - asked >= 30.0):
+            at, asked = time.time(), time.time()
             if not any_pending_at(st, due):
                 return at
-            time.sleep(9.0)
+            if done:
+                time.sleep(9.0)
         if time.time() > deadline:
             return None
         time.sleep(1.0)

@@ -273,8 +273,11 @@ def run_idle(st: BenchStack, seconds: float = 60.0) -> Doc:
     return {"seconds": seconds, "opcounters": delta, "creator_pass_every_s": 10}
 
 
-# The steps of the scenario, in the order they run. ``idle``, ``herd`` and ``floor`` need
-# ``once`` (the one-creator plan they work on, and the dump the floor inserts).
+# The steps of the scenario, in the order they run. ``idle``, ``herd``, ``floor`` and
+# ``creators`` need ``once`` (the one-creator plan they work on, the dump the floor inserts, the
+# messages each creator count must make). ``herd`` changes the planned data (its own users, and
+# 10,000 planned messages its outcome floor marks sent): only ``floor`` and later steps, which
+# start from a restored seed, may follow it.
 STEPS = ("once", "idle", "herd", "floor", "creators", "kill")
 
 
@@ -306,8 +309,8 @@ def run_scale(
     bad = [s for s in steps if s not in STEPS]
     if bad:
         raise ValueError(f"unknown scale step(s) {bad}; choose from {STEPS}")
-    if {"idle", "herd", "floor"} & set(steps) and "once" not in steps:
-        raise ValueError("the steps idle, herd and floor need the step once (the plan)")
+    if {"idle", "herd", "floor", "creators"} & set(steps) and "once" not in steps:
+        raise ValueError("the steps idle, herd, floor and creators need the step once (the plan)")
     out: Doc = {"users": n_users, "steps": list(steps)}
     timeout = max(600.0, n_users / 100)
     now = dt.datetime.now(dt.UTC)
@@ -317,8 +320,12 @@ def run_scale(
         out["seeded_from"] = snapshot
         out["restore_seconds"] = round(st.restore(snapshot, st.dbname), 1)
         n = st.db[dbm.REMINDERS].estimated_document_count()
-        if st.db[dbm.USERS].estimated_document_count() != n_users or n != 2 * n_users:
-            raise ValueError(f"{seeded} does not hold {n_users:,} seeded users in {st.dbname}")
+        planned = st.db[dbm.MESSAGES].estimated_document_count()
+        if st.db[dbm.USERS].estimated_document_count() != n_users or n != 2 * n_users or planned:
+            raise ValueError(
+                f"{seeded} does not hold {n_users:,} seeded users and nothing planned in "
+                f"{st.dbname} (a copy taken after seeding, before any step)"
+            )
     else:
         snapshot = SNAPSHOT
         n, seed_s = seed(st, n_users, seed_, now)

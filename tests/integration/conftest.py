@@ -14,12 +14,15 @@ Two sessions on the same state dir take turns (`session_lock`).
 
 Under pytest-xdist (`make test` runs ``-n``: the suite mostly waits for due instants, a third of
 one core busy on average), each worker has a stack of its own: worker ``gwN`` uses the state dir
-``<state dir>/gwN`` and the ports plus ``10 * N``.
+``<state dir>/gwN`` and the ports plus ``100 + 10 * N`` (clear of a one-process session's and of
+the bench's). Workers hold the state dir's lock shared, a one-process session exclusive, so the
+two kinds of session take turns too.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import shutil
@@ -46,8 +49,9 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... under p
 _WORKER_N = int(_WORKER[2:]) if _WORKER.startswith("gw") and _WORKER[2:].isdigit() else 0
 _BASE_STATE_DIR = Path(os.environ.get("TZPUSH_TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
 TEST_STATE_DIR = _BASE_STATE_DIR / _WORKER if _WORKER else _BASE_STATE_DIR
-TEST_STOMP_PORT = int(os.environ.get("TZPUSH_TEST_STOMP_PORT", "61623")) + 10 * _WORKER_N
-TEST_MONGO_PORT = int(os.environ.get("TZPUSH_TEST_MONGO_PORT", "27027")) + 10 * _WORKER_N
+_PORT_OFFSET = 100 + 10 * _WORKER_N if _WORKER else 0
+TEST_STOMP_PORT = int(os.environ.get("TZPUSH_TEST_STOMP_PORT", "61623")) + _PORT_OFFSET
+TEST_MONGO_PORT = int(os.environ.get("TZPUSH_TEST_MONGO_PORT", "27027")) + _PORT_OFFSET
 TEST_DATABASE = "tzpush_test"
 # SecantusDB's venv is shared with `make install` (.local/secantus-venv), never wiped per session.
 SECANTUS_VENV = REPO_ROOT / ".local" / "secantus-venv"
@@ -102,21 +106,29 @@ def session_lock() -> Iterator[None]:
     """One test session per state dir: a second `make test` in the same tree waits its turn
     (the stack's ports and pid files are shared). The Makefile's safety net takes it too."""
     TEST_STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(TEST_STATE_DIR / ".session.lock", "w") as lock:
-        deadline = time.monotonic() + SESSION_LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"another test session holds {TEST_STATE_DIR}/.session.lock; set "
-                        "TZPUSH_TEST_STATE_DIR, TZPUSH_TEST_STOMP_PORT, TZPUSH_TEST_MONGO_PORT "
-                        "to run two sessions side by side"
-                    )
-                time.sleep(1.0)
+    with contextlib.ExitStack() as held:
+        if _WORKER:  # the whole run's lock, shared with the other workers
+            base = held.enter_context(open(_BASE_STATE_DIR / ".session.lock", "a"))
+            _take(base, fcntl.LOCK_SH, _BASE_STATE_DIR)
+        lock = held.enter_context(open(TEST_STATE_DIR / ".session.lock", "a"))
+        _take(lock, fcntl.LOCK_EX, TEST_STATE_DIR)
         yield
+
+
+def _take(lock: Any, mode: int, state_dir: Path) -> None:
+    deadline = time.monotonic() + SESSION_LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"another test session holds {state_dir}/.session.lock; set "
+                    "TZPUSH_TEST_STATE_DIR, TZPUSH_TEST_STOMP_PORT, TZPUSH_TEST_MONGO_PORT "
+                    "to run two sessions side by side"
+                )
+            time.sleep(1.0)
 
 
 @pytest.fixture(scope="session")
