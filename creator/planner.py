@@ -592,7 +592,9 @@ class Planner:
         concurrent pass already planned), all are taken as the same occurrence: a lookup per
         id costs about a millisecond here, and a chunk of users spans the whole window, so one
         index range would read every partition's messages per chunk. Arming a conflicting id
-        is harmless: it is not a pending message, so the consumer skips it.
+        (never inserted: a twin reminder's, say) sends nothing: the consumer finds no such
+        message and dead-letters that id (an error log and a DLQ entry), the rest of its wake-up
+        goes on.
         """
         ids = {d["_id"] for d in docs}
         if len(ids) > SCAN_THRESHOLD:
