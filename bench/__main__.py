@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scale-seeded",
         type=Path,
-        help="scale: a kept copy of the bench server's files holding this seed (skips seeding)",
+        help="scale: a kept copy of the bench server's files holding this seed (skips seeding); "
+        "if it does not exist, the run seeds and keeps its copy there",
     )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)

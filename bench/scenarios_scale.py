@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -304,8 +305,8 @@ def run_scale(
     kill drill.
 
     ``steps``: a subset of ``STEPS`` (a rerun of what failed). ``seeded``: a copy of the
-    server's files holding this seed, kept from an earlier run (the bench's snapshot dir
-    copied by hand), used instead of seeding; it is read, never changed."""
+    server's files holding this seed, used instead of seeding; it is read, never changed. If it
+    does not exist yet, this run seeds and keeps its copy there for the next."""
     bad = [s for s in steps if s not in STEPS]
     if bad:
         raise ValueError(f"unknown scale step(s) {bad}; choose from {STEPS}")
@@ -315,7 +316,7 @@ def run_scale(
     timeout = max(600.0, n_users / 100)
     now = dt.datetime.now(dt.UTC)
     st.wipe(DBNAME, fresh_server=fresh)
-    if seeded is not None:
+    if seeded is not None and seeded.exists():
         snapshot = str(seeded.resolve())
         out["seeded_from"] = snapshot
         out["restore_seconds"] = round(st.restore(snapshot, st.dbname), 1)
@@ -331,6 +332,9 @@ def run_scale(
         n, seed_s = seed(st, n_users, seed_, now)
         out["seed_seconds"] = round(seed_s, 1)
         out["snapshot_seconds"] = round(st.snapshot(SNAPSHOT), 1)
+        if seeded is not None:
+            shutil.copytree(st.snapshot_dir(SNAPSHOT), seeded)
+            out["seed_kept_in"] = str(seeded.resolve())
     out["reminders"] = n
     dump = st.log_dir / "scale-messages.bson"
     expected: int | None = None
@@ -381,7 +385,7 @@ def run_scale(
                 out["killed"] = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         dump.unlink(missing_ok=True)
-        if seeded is None:
+        if snapshot == SNAPSHOT:
             st.drop_snapshot(SNAPSHOT)
     base = out.get("creators_1", {}).get("pass_seconds")
     for k in creators:
