@@ -253,7 +253,8 @@ class Planner:
         known: Known | None = None,
     ) -> PassReport:
         """Plan these users' reminders for ``[now, plannedUntil)`` at once (after a change),
-        each up to the watermark of the user's partition.
+        each up to the watermark of the user's partition, or to the end of its window in
+        progress when that is later.
 
         ``tokens`` / ``reminders``: only these registrations / reminders (ids) are planned, for
         a change that adds nothing else (a login, a reminder): what the user's other devices
@@ -261,7 +262,11 @@ class Planner:
         planned from the documents given, not read (``Known``)."""
         report = PassReport()
         now = self.clock()
-        marks = parts_store.watermarks(self.db, user_ids, self.settings.creator.partitions)
+        # Up to the end of a window in progress too (as a change cancels, ``Manager.supersede``):
+        # a pass still running read the old version, and one that died left it unplanned.
+        marks = parts_store.watermarks(
+            self.db, user_ids, self.settings.creator.partitions, reach=True
+        )
         by_end: dict[dt.datetime, list[str]] = defaultdict(list)
         for uid, end in marks.items():
             if end is not None and end > now:  # else nothing planned yet: the next pass does
