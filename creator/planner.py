@@ -263,7 +263,8 @@ class Planner:
         report = PassReport()
         now = self.clock()
         # Up to the end of a window in progress too (as a change cancels, ``Manager.supersede``):
-        # a pass still running read the old version, and one that died left it unplanned.
+        # a pass still running read the old version, and one that died left it unplanned (the
+        # one ordering this does not cover: docs/architecture.md, crash safety).
         marks = parts_store.watermarks(
             self.db, user_ids, self.settings.creator.partitions, reach=True
         )
