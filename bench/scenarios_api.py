@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import resource
-import socket
 import threading
 import time
 from typing import Any
@@ -27,7 +26,7 @@ import httpx
 from api.app import ensure_api_indexes
 from api.keys import hash_key, new_key
 from bench.scenarios_herd import pct
-from bench.stack import TZPUSH, BenchStack, Proc, cpu_seconds
+from bench.stack import TZPUSH, BenchStack, Proc, cpu_seconds, free_port
 from shared.store import db as dbm
 
 Doc = dict[str, Any]
@@ -37,12 +36,6 @@ ZONES = ("Europe/Berlin", "America/New_York", "Asia/Tokyo", "Asia/Kathmandu", "A
 PLAN = (("meal", "lunch", "12:30"), ("medication", "pill", "08:15"))
 RATIO_BAR = 1.5
 P95_BAR_MS = 100.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def user_id(i: int) -> str:
@@ -77,7 +70,7 @@ def onboarding_items(n: int) -> list[Doc]:
 
 def start_api(st: BenchStack, key: str) -> tuple[Proc, str]:
     settings = st.settings_for("api")
-    port = _free_port()
+    port = free_port()
     keys = json.dumps([{"name": "bench", "scope": "app", "sha256": hash_key(key)}])
     # The per-key request limit (200/s by default) is not what is measured here.
     env = st.env(

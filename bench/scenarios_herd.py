@@ -7,14 +7,13 @@ the fake saw: ``received_at_ms - due``. Duplicates are pushes naming the same ``
 from __future__ import annotations
 
 import datetime as dt
-import socket
 import statistics
 import time
 import urllib.request
 from typing import Any
 
 from bench import workload
-from bench.stack import BenchStack, Proc
+from bench.stack import BenchStack, Proc, free_port
 from creator.janitor import sweep
 from creator.planner import Planner
 from shared.domain.outcomes import journal_row, row_entries
@@ -30,12 +29,6 @@ def pct(values: list[float], q: float) -> float | None:
         return None
     s = sorted(values)
     return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def arm_herd(

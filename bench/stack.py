@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,6 +43,13 @@ MONGO_PORT = int(os.environ.get("TZPUSH_BENCH_MONGO_PORT", "27057"))
 FAKE_PORT = int(os.environ.get("TZPUSH_BENCH_FAKE_PORT", "18795"))
 DATABASE = "tzpush_bench"
 Doc = dict[str, Any]
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a child's metrics or the API)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

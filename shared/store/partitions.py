@@ -154,20 +154,22 @@ def watermarks(
     ids = sorted({partition_id(p, partitions) for p in parts.values()})
     if not ids:
         return {}
-    found: dict[int, dt.datetime | None] = {}
-    for d in database[dbm.PARTITIONS].find({"_id": {"$in": ids}}):
-        mark, prog = d.get("plannedUntil"), d.get("inProgress")
-        if reach and prog and (mark is None or prog["to"] > mark):
-            mark = prog["to"]
-        found[d["p"]] = mark
+    found = {d["p"]: _mark(d, reach) for d in database[dbm.PARTITIONS].find({"_id": {"$in": ids}})}
     if len(found) < len(ids):  # partition documents not created yet: the legacy watermark
-        legacy = database[dbm.STATE].find_one({"_id": LEGACY_ID}) or {}
-        mark, prog = legacy.get("plannedUntil"), legacy.get("inProgress")
-        if reach and prog and (mark is None or prog["to"] > mark):
-            mark = prog["to"]
+        legacy = _mark(database[dbm.STATE].find_one({"_id": LEGACY_ID}) or {}, reach)
         for p in parts.values():
-            found.setdefault(p, mark)
+            found.setdefault(p, legacy)
     return {u: found.get(p) for u, p in parts.items()}
+
+
+def _mark(doc: Doc, reach: bool) -> dt.datetime | None:
+    """A watermark document's ``plannedUntil``; with ``reach``, its window in progress's end
+    when that is later (see ``watermarks``)."""
+    mark: dt.datetime | None = doc.get("plannedUntil")
+    prog = doc.get("inProgress")
+    if reach and prog and (mark is None or prog["to"] > mark):
+        return prog["to"]
+    return mark
 
 
 # -- leases ------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from tests.integration.harness import MessageReads, World
 from tests.integration.ops_helpers import run_cli
 
 DEAD = "consumer-dead0001"
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 
 
 def _pushes_by_message(world: World) -> Counter[str]:
@@ -117,9 +119,8 @@ def test_rebuild_streams_pending_messages_chunk_by_chunk(
             return send(destination, body, **kw)
 
         monkeypatch.setattr(planner.broker, "send", spy_send)
-        far = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
         progress: list[int] = []
-        n = planner.rearm(dt.datetime(1970, 1, 1, tzinfo=dt.UTC), far, progress=progress.append)
+        n = planner.rearm(EPOCH, FAR, progress=progress.append)
     finally:
         client.close()
 
@@ -165,10 +166,6 @@ class _DueRanges(monitoring.CommandListener):
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         pass
-
-
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 
 
 def _aware(t: dt.datetime) -> dt.datetime:
