@@ -136,8 +136,15 @@ class PassReport:
 
 @dataclass
 class Known:
-    """Users whose documents a caller holds whole (users it has just created: their document,
-    their active registrations and their reminders), planned without reading them back."""
+    """Documents a caller holds, planned from without reading them back. Each map stands alone:
+    a user in ``users`` is planned from that document; in ``tokens``, from those registrations
+    (all of the user's active ones that the planning is for); in ``reminders``, from those
+    reminders (all of the user's). A user missing from a map has that kind read.
+
+    Users a call has just created are held whole (``creator.upserts``); a login holds the
+    registration it has just written, and its user and reminders are read after that write
+    (a zone or reminder change made meanwhile plans every registration it reads: the write
+    before each read makes sure one of the two sees the other)."""
 
     users: dict[str, Doc] = field(default_factory=dict)
     tokens: dict[str, list[Doc]] = field(default_factory=dict)
@@ -274,7 +281,7 @@ class Planner:
                 by_end[end].append(uid)
         only = set(reminders) if reminders is not None else None
         for end, uids in sorted(by_end.items()):
-            held = [u for u in uids if known is not None and u in known.users]
+            held = [u for u in uids if known is not None and u in known.reminders]
             read = sorted(set(uids) - set(held))
             docs: list[Doc] = []
             if read:
@@ -493,17 +500,17 @@ class Planner:
         # Only ``plan_checked`` looks inside a reminder: here a missing or odd userId must not
         # raise (the reminder is reported as bad by plan_checked).
         user_ids = {u for r in reminders if isinstance(u := r.get("userId"), str)}
-        held = {u for u in user_ids if known is not None and u in known.users}
-        rest = user_ids - held
-        users = self._load(dbm.USERS, "_id", rest) if rest else {}
+        held = known or Known()
+        read_users = {u for u in user_ids if u not in held.users}
+        read_tokens = {u for u in user_ids if u not in held.tokens}
+        users = self._load(dbm.USERS, "_id", read_users) if read_users else {}
+        users.update({u: held.users[u] for u in user_ids - read_users})
         regs = (
-            list(self._load(dbm.TOKENS, "userId", rest, extra={"isActive": True}).values())
-            if rest
+            list(self._load(dbm.TOKENS, "userId", read_tokens, extra={"isActive": True}).values())
+            if read_tokens
             else []
         )
-        if known is not None:
-            users.update({u: known.users[u] for u in held})
-            regs += [t for u in held for t in known.tokens.get(u, []) if t.get("isActive")]
+        regs += [t for u in user_ids - read_tokens for t in held.tokens[u] if t.get("isActive")]
         tokens_by_user: dict[str, list[Doc]] = defaultdict(list)
         for t in regs:
             if tokens is None or t["_id"] in tokens:

@@ -216,19 +216,23 @@ def _plan(
         for it, o in zip(items, outcomes, strict=True)
         if isinstance(it, UserChange) and isinstance(o, Done) and it.user_id in to_plan
     }
-    regs: dict[str, set[str]] = {}
+    regs: dict[str, dict[str, Doc]] = {}  # the registrations written or found, by user
     rems: dict[str, set[str]] = {}
     for it, o in zip(items, outcomes, strict=True):
         if not isinstance(o, Done) or it.user_id in whole:
             continue
         if isinstance(it, Login):
-            regs.setdefault(it.user_id, set()).add(str(o.doc.get("_id")))
+            regs.setdefault(it.user_id, {})[str(o.doc.get("_id"))] = o.doc
         elif isinstance(it, ReminderPut):
             rems.setdefault(it.user_id, set()).add(it.reminder_id)
     if whole:
         m.planner.plan_users(sorted(whole), known=known)
     if regs:
-        m.planner.plan_users(sorted(regs), tokens=set().union(*regs.values()))
+        # Planned from the registrations just written, not read back; the user and its
+        # reminders are read (after the write: ``Known``).
+        held = Known(tokens={uid: list(docs.values()) for uid, docs in regs.items()})
+        ids = {tid for docs in regs.values() for tid in docs}
+        m.planner.plan_users(sorted(regs), tokens=ids, known=held)
     if rems:
         m.planner.plan_users(sorted(rems), reminders=set().union(*rems.values()))
 

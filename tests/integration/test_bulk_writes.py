@@ -26,16 +26,20 @@ class _Writes(monitoring.CommandListener):
     def __init__(self) -> None:
         self.on = False
         self.seen: Counter[tuple[str, ...]] = Counter()
+        self.order: list[tuple[str, ...]] = []  # what was counted, in the order it was sent
         self.lock = threading.Lock()
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if self.on and event.command_name in WRITES:
-            with self.lock:
-                self.seen[(event.command_name, str(event.command[event.command_name]))] += 1
+            key: tuple[str, ...] = (event.command_name, str(event.command[event.command_name]))
         elif self.on and event.command_name == "find":
             first = next(iter(event.command.get("filter") or {"": 0}))
-            with self.lock:
-                self.seen[("find", str(event.command["find"]), first)] += 1
+            key = ("find", str(event.command["find"]), first)
+        else:
+            return
+        with self.lock:
+            self.seen[key] += 1
+            self.order.append(key)
 
     def succeeded(self, event: Any) -> None:
         pass
@@ -47,6 +51,7 @@ class _Writes(monitoring.CommandListener):
     def recording(self) -> Iterator[None]:
         """Count what is sent inside the block (from nothing)."""
         self.seen.clear()
+        self.order.clear()
         self.on = True
         try:
             yield
@@ -234,3 +239,26 @@ def test_a_batch_plans_its_new_users_from_what_it_wrote_and_nothing_slips_betwee
     assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": racer["_id"]}) == 2
     with pytest.raises(NotFoundError):
         m.register_token("nobody", device="x", token="ExponentPushToken[x]")
+
+
+def test_logins_are_planned_from_the_registrations_they_wrote_and_the_user_read_after(world):
+    """A batch of logins plans each new device from the registration it has just written (no read
+    of the user's registrations back), but reads the user and the reminders after that write: a
+    zone or reminder change made meanwhile plans every registration it reads, so the write before
+    each read makes sure one of the two sees the other."""
+    m = world.manager()
+    world.planner().run_pass()
+    users = [upserts.UserChange(f"u{i}", timezone="Asia/Tashkent") for i in range(5)]
+    lunch = upserts.ReminderSpec("meal", "lunch", "12:30")
+    upserts.apply(m, [*users, *(upserts.ReminderPut(f"u{i}", f"r{i}", lunch) for i in range(5))])
+    logins = [upserts.Login(f"u{i}", f"d{i}", f"ExponentPushToken[{i}]") for i in range(5)]
+    with _W.recording():
+        out = upserts.register_tokens(m, logins)
+    assert all(isinstance(o, upserts.Done) and o.change == "created" for o in out), out
+    assert ("find", dbm.TOKENS, "userId") not in _W.seen, dict(_W.seen)
+    order = [key[:2] for key in _W.order]
+    after = order[order.index(("insert", dbm.TOKENS)) + 1 :]
+    assert ("find", dbm.USERS) in after and ("find", dbm.REMINDERS) in after, order
+    for i in range(5):
+        token = out[i].doc["_id"]  # type: ignore[union-attr]
+        assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": token}) == 1
