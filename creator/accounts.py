@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 from dataclasses import dataclass
 
 from creator.manage import Manager
-from shared.domain.messages import Status, terminal_update
 from shared.domain.validation import validate_id
 from shared.store import db as dbm
-from shared.store import tokens
+from shared.store import erasure, tokens
 from shared.store.intent import record_changes
 
 log = logging.getLogger(__name__)
 
-ERASED = "user erased"
+ERASED = erasure.ERASED
 
 
 @dataclass(frozen=True)
@@ -60,16 +58,7 @@ def erase_user(m: Manager, user_id: str) -> Erased:
     off = tokens.deactivate(m.db, {"userId": user_id}, ERASED, now)
     m.db[dbm.TOKENS].delete_many({"userId": user_id})
     removed = m.db[dbm.REMINDERS].delete_many({"userId": user_id}).deleted_count
-    messages = m.db[dbm.MESSAGES]
-    cancelled = messages.update_many(
-        {"userId": user_id, "status": {"$in": [Status.PENDING.value, Status.IS_MISSED.value]}},
-        {"$set": terminal_update(Status.CANCELLED, ERASED, now)},
-    ).modified_count
-    pseudonym = "erased-" + uuid.uuid4().hex[:16]
-    scrub = dict.fromkeys(("title", "body", "data", "label", "token", "timezone"), None)
-    history = messages.update_many(
-        {"userId": user_id}, {"$set": {**scrub, "userId": pseudonym, "erasedAt": now}}
-    ).modified_count
+    cancelled, history, pseudonym = erasure.scrub(m.db, user_id, now)
     m.db[dbm.COUNTERS].delete_many({"_id": {"$regex": f"^{re.escape(user_id)}:"}})
     log.info(
         "user erased: %d pending cancelled, %d tokens off, %d reminders, %d messages kept "

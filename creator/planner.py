@@ -54,14 +54,18 @@ from shared.domain.messages import Doc
 from shared.domain.plan import (
     BUCKETS,
     BadDocument,
+    bucket_of,
     group_sorted,
     group_wakeups,
     partition_buckets,
+    partition_of,
     plan_checked,
 )
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store import erasure
 from shared.store import partitions as parts_store
+from shared.store.intent import changed_users
 from shared.store.partitions import Membership, backfill_buckets, ensure_partitions
 from shared.wire import SIGNATURE_HEADER, WakeUp, sign
 
@@ -382,8 +386,13 @@ class Planner:
             if not ours:
                 return
             ranges = _merged(partition_buckets(p, c.partitions) for p in ours)
+            since = parts_store.in_progress_since(self.db, [pid[p] for p in ours]) or now
             with ArmSpool(self.spool_dir) as spool:
                 self._stream(ranges, start, end, now, report, spool)
+                # A window a dead pass left (its start is earlier; stored to the millisecond):
+                # what it inserted for a user erased since is not planned again.
+                if since < now - dt.timedelta(milliseconds=1):
+                    self._sweep_erased(since=since, ours=ours)
                 report.spooled_bytes += spool.bytes
                 report.wakeups += self._arm_spool(spool)
             for p in ours:
@@ -428,12 +437,19 @@ class Planner:
         with ThreadPoolExecutor(1, thread_name_prefix="plan-insert") as pool:
             last: Future[list[Doc]] | None = None
             for piece in _ahead(pieces(), AHEAD_PIECES):
-                nxt = pool.submit(self._insert, piece, report)
+                nxt = pool.submit(self._insert_piece, piece, report, now)
                 if last is not None:
                     spool.add(last.result())
                 last = nxt
             if last is not None:
                 spool.add(last.result())
+
+    def _insert_piece(self, docs: list[Doc], report: PassReport, since: dt.datetime) -> list[Doc]:
+        """Insert a piece of a pass; what to arm: nothing of a user erased since the pass began
+        (``_sweep_erased``)."""
+        out = self._insert(docs, report)
+        gone = self._sweep_erased({d["userId"] for d in out}, since=since)
+        return [d for d in out if d["userId"] not in gone] if gone else out
 
     def _chunks(self, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
         """Bucket ranges of about ``CHUNK_REMINDERS`` reminders each."""
@@ -527,10 +543,50 @@ class Planner:
         self._report_bad(skipped, report)
         report.planned += len(docs)
         docs.sort(key=lambda d: (d["category"], d["scheduledAt"], d["_id"]))
-        armed = self._publish(self._insert(docs, report)) if docs else []
+        inserted = self._insert(docs, report) if docs else []
+        if inserted and (gone := self._sweep_erased({d["userId"] for d in inserted})):
+            inserted = [d for d in inserted if d["userId"] not in gone]
+        armed = self._publish(inserted)
         if armed and self.broker is not None:
             self.broker.flush()
         report.wakeups += len(armed)
+
+    def _sweep_erased(
+        self,
+        users: Collection[str] = (),
+        *,
+        since: dt.datetime | None = None,
+        ours: Collection[int] | None = None,
+    ) -> set[str]:
+        """After inserting: end and anonymise, as the erasure does, what was planned for a user
+        erased meanwhile (the planning read them before the erasure, whose own sweep ran before
+        the insert); returns them. Which users may be so:
+        - ``users`` only (a planning of a few users): those no longer in the database;
+        - ``users`` and ``since`` (a piece of a pass): those of them changed since the pass
+          began (the change log, usually empty) and no longer in the database;
+        - ``ours`` and ``since`` (a window a dead pass left): every user of the partitions
+          changed since the dead pass began and no longer there, since what the dead pass
+          inserted for them is not planned again.
+        A message of theirs already armed is cancelled, so a consumer skips it."""
+        if ours is not None and since is not None:
+            n, mine = self.settings.creator.partitions, set(ours)
+            candidates = {
+                u for u in changed_users(self.db, since) if partition_of(bucket_of(u), n) in mine
+            }
+        elif since is not None:
+            candidates = changed_users(self.db, since) & set(users)
+        else:
+            candidates = set(users)
+        gone = erasure.missing(self.db, candidates)
+        for uid in sorted(gone):
+            ended, _, pseudonym = erasure.scrub(self.db, uid, self.clock())
+            log.warning(
+                "a user was erased while this planning held their documents: %d messages "
+                "planned for them cancelled and anonymised",
+                ended,
+                extra={"user_id": pseudonym},
+            )
+        return gone
 
     def _report_bad(self, skipped: list[BadDocument], report: PassReport) -> None:
         """Add what a category skipped to the pass's report: each document once per pass (a user

@@ -125,12 +125,26 @@ def _seed(database: Database[Doc], partitions: int) -> Doc:
 def begin(
     database: Database[Doc], pid: str, owner: str, start: dt.datetime, end: dt.datetime, now: Any
 ) -> bool:
-    """Mark the partition's window in progress (before any insert); False if not ours."""
+    """Mark the partition's window in progress (before any insert); False if not ours.
+
+    ``inProgress.at`` keeps the earliest start among the passes that planned the window: a pass
+    planning again a window a dead pass left looks for users erased since the dead one began
+    (``Planner._sweep_erased``)."""
     res = database[dbm.PARTITIONS].update_one(
         {"_id": pid, "owner": owner},
-        {"$set": {"inProgress": {"from": start, "to": end, "at": now}}},
+        {"$set": {"inProgress.from": start, "inProgress.to": end}, "$min": {"inProgress.at": now}},
     )
     return res.matched_count == 1
+
+
+def in_progress_since(database: Database[Doc], pids: Iterable[str]) -> dt.datetime | None:
+    """The earliest ``inProgress.at`` of these partitions (None: none in progress)."""
+    ats = [
+        at
+        for d in database[dbm.PARTITIONS].find({"_id": {"$in": sorted(pids)}})
+        if isinstance(at := (d.get("inProgress") or {}).get("at"), dt.datetime)
+    ]
+    return min(ats, default=None)
 
 
 def finish(database: Database[Doc], pid: str, owner: str, end: dt.datetime) -> bool:

@@ -1,0 +1,113 @@
+"""An erasure that runs while a planning holds the user's documents leaves nothing of theirs.
+
+A pass (or a login's planning) reads a user, the user is erased, then the planning inserts the
+messages it planned from what it read: the erasure's own sweep of the messages ran before that
+insert and never saw them. They would keep the erased user's id, text, token and zone for good
+(the consumer cancels them at send, "user no longer exists", but does not anonymise them). The
+planning looks after its inserts for users erased meanwhile and ends what it wrote for them as
+the erasure does; a pass killed before that look leaves it to the pass that plans its window
+again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from creator.accounts import erase_user
+from creator.planner import PassReport, Planner
+from shared.domain.plan import Doc
+from shared.store import db as dbm
+from tests.integration.harness import World
+
+SCRUBBED = ("title", "body", "data", "label", "token", "timezone")
+
+
+class Killed(Exception):
+    pass
+
+
+def _seed(world: World) -> None:
+    m = world.manager()
+    for uid, tz in [("tash", "Asia/Tashkent"), ("berlin", "Europe/Berlin")]:
+        world.user(uid, tz, manager=m)
+        m.add_reminder(
+            uid, category="medication", label="Citramon", at="18:00", offset_minutes=5,
+            title="Citramon", body="Time to take it",
+        )  # fmt: skip
+
+
+class ErasedMidway(Planner):
+    """A planning whose first insert comes after an erasure of ``victim`` (it read them before);
+    ``die``: killed right after that insert, before anything else."""
+
+    victim = "tash"
+    die = False
+
+    def __init__(self, *args: Any, world: World, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.world = world
+        self.erased = False
+
+    def _insert(self, docs: list[Doc], report: PassReport) -> list[Doc]:
+        if not self.erased and any(d["userId"] == self.victim for d in docs):
+            self.erased = True
+            erase_user(self.world.manager(), self.victim)
+            out = super()._insert(docs, report)
+            if self.die:
+                raise Killed("killed after the insert")
+            return out
+        return super()._insert(docs, report)
+
+
+def _nothing_left_of(world: World, user_id: str) -> None:
+    messages = world.db[dbm.MESSAGES]
+    assert messages.count_documents({"userId": user_id}) == 0, list(
+        messages.find({"userId": user_id})
+    )
+    erased = list(messages.find({"erasedAt": {"$exists": True}}))
+    assert erased, "the messages planned for the erased user are gone from the count"
+    for doc in erased:
+        assert doc["status"] == "cancelled" and doc["reason"] == "user erased", doc
+        assert all(doc.get(k) is None for k in SCRUBBED), doc
+    others = list(messages.find({"userId": "berlin"}))
+    assert others and all(d["status"] == "pending" for d in others)
+
+
+def test_a_pass_that_read_a_user_before_their_erasure_leaves_nothing_of_theirs(
+    world: World,
+) -> None:
+    _seed(world)
+    planner = ErasedMidway(world.db, world.broker(), world.settings, world=world)
+    planner.run_pass()
+    assert planner.erased
+    _nothing_left_of(world, "tash")
+
+
+def test_a_pass_killed_after_inserting_for_an_erased_user_leaves_it_to_the_next(
+    world: World,
+) -> None:
+    _seed(world)
+    dying = ErasedMidway(world.db, world.broker(), world.settings, world=world)
+    dying.die = True
+    with pytest.raises(Killed):
+        dying.run_pass()
+    assert world.db[dbm.MESSAGES].count_documents({"userId": "tash"}) > 0  # left behind
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)  # past the change log's slack
+    world.planner(clock=lambda: later).run_pass()
+    _nothing_left_of(world, "tash")
+
+
+def test_a_login_planned_from_a_user_read_before_their_erasure_leaves_nothing_of_theirs(
+    world: World,
+) -> None:
+    _seed(world)
+    world.planner().run_pass()  # a window planned: a login is planned at once
+    planner = ErasedMidway(world.db, world.broker(), world.settings, world=world)
+    m = world.manager()
+    m.planner = planner
+    m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
+    assert planner.erased
+    _nothing_left_of(world, "tash")
