@@ -389,12 +389,12 @@ class Planner:
             since = parts_store.in_progress_since(self.db, [pid[p] for p in ours]) or now
             with ArmSpool(self.spool_dir) as spool:
                 self._stream(ranges, start, end, now, report, spool)
-                # A window a dead pass left (its start is earlier; stored to the millisecond):
-                # what it inserted for a user erased since is not planned again.
-                if since < now - dt.timedelta(milliseconds=1):
-                    self._sweep_erased(since=since, ours=ours)
                 report.spooled_bytes += spool.bytes
                 report.wakeups += self._arm_spool(spool)
+            # A window a dead pass left (its start is earlier; stored to the millisecond): what
+            # it inserted for a user erased since is not planned again, so not seen above.
+            if since < now - dt.timedelta(milliseconds=1):
+                self._sweep_dead_window(since, ours)
             for p in ours:
                 if not parts_store.finish(self.db, pid[p], me, end):
                     report.notes.append(
@@ -446,9 +446,10 @@ class Planner:
 
     def _insert_piece(self, docs: list[Doc], report: PassReport, since: dt.datetime) -> list[Doc]:
         """Insert a piece of a pass; what to arm: nothing of a user erased since the pass began
-        (``_sweep_erased``)."""
-        out = self._insert(docs, report)
-        gone = self._sweep_erased({d["userId"] for d in out}, since=since)
+        (``_drop_erased``)."""
+        fresh: set[str] = set()
+        out = self._insert(docs, report, fresh)
+        gone = self._drop_erased(out, fresh, since=since)
         return [d for d in out if d["userId"] not in gone] if gone else out
 
     def _chunks(self, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
@@ -543,50 +544,57 @@ class Planner:
         self._report_bad(skipped, report)
         report.planned += len(docs)
         docs.sort(key=lambda d: (d["category"], d["scheduledAt"], d["_id"]))
-        inserted = self._insert(docs, report) if docs else []
-        if inserted and (gone := self._sweep_erased({d["userId"] for d in inserted})):
+        fresh: set[str] = set()
+        inserted = self._insert(docs, report, fresh) if docs else []
+        if fresh and (gone := self._drop_erased(inserted, fresh)):
             inserted = [d for d in inserted if d["userId"] not in gone]
         armed = self._publish(inserted)
         if armed and self.broker is not None:
             self.broker.flush()
         report.wakeups += len(armed)
 
-    def _sweep_erased(
-        self,
-        users: Collection[str] = (),
-        *,
-        since: dt.datetime | None = None,
-        ours: Collection[int] | None = None,
+    def _drop_erased(
+        self, docs: list[Doc], fresh: set[str], *, since: dt.datetime | None = None
     ) -> set[str]:
-        """After inserting: end and anonymise, as the erasure does, what was planned for a user
-        erased meanwhile (the planning read them before the erasure, whose own sweep ran before
-        the insert); returns them. Which users may be so:
-        - ``users`` only (a planning of a few users): those no longer in the database;
-        - ``users`` and ``since`` (a piece of a pass): those of them changed since the pass
-          began (the change log, usually empty) and no longer in the database;
-        - ``ours`` and ``since`` (a window a dead pass left): every user of the partitions
-          changed since the dead pass began and no longer there, since what the dead pass
-          inserted for them is not planned again.
-        A message of theirs already armed is cancelled, so a consumer skips it."""
-        if ours is not None and since is not None:
-            n, mine = self.settings.creator.partitions, set(ours)
-            candidates = {
-                u for u in changed_users(self.db, since) if partition_of(bucket_of(u), n) in mine
-            }
-        elif since is not None:
-            candidates = changed_users(self.db, since) & set(users)
-        else:
-            candidates = set(users)
-        gone = erasure.missing(self.db, candidates)
+        """After an insert: the users of ``docs`` erased meanwhile (this planning read them
+        before the erasure, whose own sweep ran before the insert), with what this call inserted
+        for them (``fresh`` ids, and only those: a user re-created under the same id meanwhile
+        keeps their new messages) ended and anonymised as the erasure does. A pass (``since``:
+        when it began) looks only at users its change log shows changed since; a planning of a
+        few users looks them all up."""
+        users = {d["userId"] for d in docs if d["_id"] in fresh}
+        if since is not None:
+            users &= changed_users(self.db, since)
+        gone = erasure.missing(self.db, users)
         for uid in sorted(gone):
-            ended, _, pseudonym = erasure.scrub(self.db, uid, self.clock())
-            log.warning(
-                "a user was erased while this planning held their documents: %d messages "
-                "planned for them cancelled and anonymised",
-                ended,
-                extra={"user_id": pseudonym},
-            )
+            ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]
+            self._log_swept(erasure.scrub_ids(self.db, ids, self.clock()), len(ids))
         return gone
+
+    def _sweep_dead_window(self, since: dt.datetime, ours: Collection[int]) -> None:
+        """A window a pass left when it died (begun at ``since``): what it inserted for a user of
+        partitions ``ours`` erased since is ended and anonymised as the erasure does. Those
+        users are not planned again, so nothing else finds it. Only messages planned before
+        the user's erasure: one re-created under the same id meanwhile keeps their new ones."""
+        n, mine = self.settings.creator.partitions, set(ours)
+        stamps = {
+            u: at
+            for u, at in erasure.changes_since(self.db, since).items()
+            if partition_of(bucket_of(u), n) in mine
+        }
+        for uid in sorted(erasure.missing(self.db, stamps)):
+            ended, _, pseudonym = erasure.scrub(
+                self.db, uid, self.clock(), planned_before=stamps[uid]
+            )
+            self._log_swept(pseudonym, ended)
+
+    def _log_swept(self, pseudonym: str, ended: int) -> None:
+        log.warning(
+            "a user was erased while a planning held their documents: %d messages planned for "
+            "them cancelled and anonymised",
+            ended,
+            extra={"user_id": pseudonym},
+        )
 
     def _report_bad(self, skipped: list[BadDocument], report: PassReport) -> None:
         """Add what a category skipped to the pass's report: each document once per pass (a user
@@ -624,8 +632,11 @@ class Planner:
         flt = dict(extra or {})
         return {d["_id"]: d for d in self.db[coll].find(flt) if d.get(key) in ids}
 
-    def _insert(self, docs: list[Doc], report: PassReport) -> list[Doc]:
-        """Insert, ignoring duplicates; return what should be armed (new and already pending)."""
+    def _insert(
+        self, docs: list[Doc], report: PassReport, fresh: set[str] | None = None
+    ) -> list[Doc]:
+        """Insert, ignoring duplicates; return what should be armed (new and already pending).
+        ``fresh``: gets the ids this call inserted (not those found there)."""
         duplicates: list[Doc] = []
         for i in range(0, len(docs), INSERT_CHUNK):
             chunk = docs[i : i + INSERT_CHUNK]
@@ -639,6 +650,9 @@ class Planner:
                     if err.get("code") != 11000:
                         raise
                     duplicates.append(chunk[err["index"]])
+        if fresh is not None:
+            refused = {d["_id"] for d in duplicates}
+            fresh.update(d["_id"] for d in docs if d["_id"] not in refused)
         if not duplicates:
             return docs
         # A duplicate is either this very occurrence (same _id: already planned, fine) or

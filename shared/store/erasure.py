@@ -5,9 +5,12 @@ held their documents.
 missed ones end ``cancelled`` "user erased", and every message of the user is anonymised. A
 planning that read a user before their erasure inserts afterwards what it planned from them,
 out of that sweep's reach. The planning looks after its insert for users gone meanwhile
-(``missing``; a pass only among the users its change log shows changed since it began) and
-sweeps them again: the erasure deletes the user before its sweep, the planning inserts before
-its look, so one of the two sees the other (``creator.planner.Planner._sweep_erased``).
+(``missing``; a pass only among the users its change log shows changed since it began) and ends
+what it inserted for them (``scrub_ids``): the erasure deletes the user before its sweep, the
+planning inserts before its look, so one of the two sees the other. A pass that died before its
+look leaves it to the pass planning its window again, which sweeps every user of those
+partitions erased since (``changes_since``, ``scrub(planned_before=...)``)
+(``creator.planner.Planner._drop_erased``, ``_sweep_dead_window``).
 """
 
 from __future__ import annotations
@@ -16,36 +19,73 @@ import datetime as dt
 import uuid
 from collections.abc import Collection
 
+from pymongo import UpdateOne
 from pymongo.database import Database
 
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.store import db as dbm
+from shared.store.intent import CHANGE_SKEW
+from shared.store.messages import end
 
 ERASED = "user erased"
 SCRUBBED = ("title", "body", "data", "label", "token", "timezone")
+LOOKUP = 1000  # ids per lookup of users
 
 
-def scrub(database: Database[Doc], user_id: str, now: dt.datetime) -> tuple[int, int, str]:
+def scrub(
+    database: Database[Doc],
+    user_id: str,
+    now: dt.datetime,
+    *,
+    planned_before: dt.datetime | None = None,
+) -> tuple[int, int, str]:
     """End the user's pending and missed messages ``cancelled`` "user erased" (nothing pending
     stays, nothing missed can be replayed) and anonymise all of them: the user id becomes a
     random ``erased-...`` id (one per sweep, unlinkable) and the push's text, data, label,
-    token and zone are removed. Returns (ended, anonymised, the pseudonym)."""
+    token and zone are removed. ``planned_before``: only messages planned up to then. Returns
+    (ended, anonymised, the pseudonym)."""
     messages = database[dbm.MESSAGES]
+    mine: Doc = {"userId": user_id}
+    if planned_before is not None:
+        mine["plannedAt"] = {"$lte": planned_before}
     ended = messages.update_many(
-        {"userId": user_id, "status": {"$in": [Status.PENDING.value, Status.IS_MISSED.value]}},
+        {**mine, "status": {"$in": [Status.PENDING.value, Status.IS_MISSED.value]}},
         {"$set": terminal_update(Status.CANCELLED, ERASED, now)},
     ).modified_count
     pseudonym = "erased-" + uuid.uuid4().hex[:16]
     blank = dict.fromkeys(SCRUBBED, None)
     anonymised = messages.update_many(
-        {"userId": user_id}, {"$set": {**blank, "userId": pseudonym, "erasedAt": now}}
+        mine, {"$set": {**blank, "userId": pseudonym, "erasedAt": now}}
     ).modified_count
     return ended, anonymised, pseudonym
 
 
+def scrub_ids(database: Database[Doc], ids: list[str], now: dt.datetime) -> str:
+    """``scrub`` for these messages of one user only (by id, through the ``_id`` index): those
+    still pending end ``cancelled`` "user erased", all are anonymised. Returns the pseudonym."""
+    pseudonym = "erased-" + uuid.uuid4().hex[:16]
+    if ids:
+        blank = {**dict.fromkeys(SCRUBBED, None), "userId": pseudonym, "erasedAt": now}
+        messages = database[dbm.MESSAGES]
+        messages.bulk_write([end(i, Status.CANCELLED, ERASED, now) for i in ids], ordered=False)
+        messages.bulk_write([UpdateOne({"_id": i}, {"$set": blank}) for i in ids], ordered=False)
+    return pseudonym
+
+
+def changes_since(database: Database[Doc], since: dt.datetime) -> dict[str, dt.datetime]:
+    """Each user whose intent changed since ``since`` (less the change log's slack), with the
+    instant of their last change; ids that are not strings (a hand-written document) left out."""
+    cur = database[dbm.CHANGES].find({"at": {"$gte": since - CHANGE_SKEW}})
+    return {d["_id"]: d["at"] for d in cur if isinstance(d["_id"], str)}
+
+
 def missing(database: Database[Doc], user_ids: Collection[str]) -> set[str]:
-    """Which of these users no longer exist (one lookup by id)."""
-    if not user_ids:
-        return set()
-    present = database[dbm.USERS].find({"_id": {"$in": sorted(user_ids)}}, {"_id": 1})
-    return set(user_ids) - {d["_id"] for d in present}
+    """Which of these users no longer exist (lookups by id, ``LOOKUP`` at a time)."""
+    ids = sorted(u for u in user_ids if isinstance(u, str))
+    present: set[str] = set()
+    for i in range(0, len(ids), LOOKUP):
+        part = ids[i : i + LOOKUP]
+        present.update(
+            d["_id"] for d in database[dbm.USERS].find({"_id": {"$in": part}}, {"_id": 1})
+        )
+    return set(ids) - present

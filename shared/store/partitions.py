@@ -129,7 +129,7 @@ def begin(
 
     ``inProgress.at`` keeps the earliest start among the passes that planned the window: a pass
     planning again a window a dead pass left looks for users erased since the dead one began
-    (``Planner._sweep_erased``)."""
+    (``Planner._sweep_dead_window``)."""
     res = database[dbm.PARTITIONS].update_one(
         {"_id": pid, "owner": owner},
         {"$set": {"inProgress.from": start, "inProgress.to": end}, "$min": {"inProgress.at": now}},

@@ -468,9 +468,9 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
         chunks.append((lo, hi))
         return read(lo, hi)
 
-    def spy_insert(docs: list[Doc], report: PassReport) -> list[Doc]:
+    def spy_insert(docs: list[Doc], report: PassReport, *rest: Any) -> list[Doc]:
         events.append(("insert", len(docs)))
-        return insert(docs, report)
+        return insert(docs, report, *rest)
 
     def spy_send(ws: list[WakeUp], progress: Any) -> list[WakeUp]:
         events.append(("arm", len(ws)))

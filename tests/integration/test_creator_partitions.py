@@ -115,12 +115,12 @@ def test_a_killed_creators_partitions_are_finished_by_the_other_within_one_lease
     calls = 0
     insert = a._insert
 
-    def dies_after_first_insert(docs: list[Any], report: PassReport) -> list[Any]:
+    def dies_after_first_insert(docs: list[Any], report: PassReport, *rest: Any) -> list[Any]:
         nonlocal calls
         calls += 1
         if calls > 1:
             raise Killed("kill -9 between two inserts")
-        return insert(docs, report)
+        return insert(docs, report, *rest)
 
     import creator.planner as planner_mod
 

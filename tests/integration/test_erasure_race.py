@@ -20,6 +20,7 @@ from creator.accounts import erase_user
 from creator.planner import PassReport, Planner
 from shared.domain.plan import Doc
 from shared.store import db as dbm
+from shared.store import erasure
 from tests.integration.harness import World
 
 SCRUBBED = ("title", "body", "data", "label", "token", "timezone")
@@ -51,15 +52,17 @@ class ErasedMidway(Planner):
         self.world = world
         self.erased = False
 
-    def _insert(self, docs: list[Doc], report: PassReport) -> list[Doc]:
+    def _insert(
+        self, docs: list[Doc], report: PassReport, fresh: set[str] | None = None
+    ) -> list[Doc]:
         if not self.erased and any(d["userId"] == self.victim for d in docs):
             self.erased = True
             erase_user(self.world.manager(), self.victim)
-            out = super()._insert(docs, report)
+            out = super()._insert(docs, report, *([] if fresh is None else [fresh]))
             if self.die:
                 raise Killed("killed after the insert")
             return out
-        return super()._insert(docs, report)
+        return super()._insert(docs, report, *([] if fresh is None else [fresh]))
 
 
 def _nothing_left_of(world: World, user_id: str) -> None:
@@ -95,7 +98,9 @@ def test_a_pass_killed_after_inserting_for_an_erased_user_leaves_it_to_the_next(
     with pytest.raises(Killed):
         dying.run_pass()
     assert world.db[dbm.MESSAGES].count_documents({"userId": "tash"}) > 0  # left behind
-    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)  # past the change log's slack
+    # A change-log entry written by hand with an id that is no user id must not stop the pass.
+    world.db[dbm.CHANGES].insert_one({"_id": 5, "at": dt.datetime.now(dt.UTC)})
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)
     world.planner(clock=lambda: later).run_pass()
     _nothing_left_of(world, "tash")
 
@@ -111,3 +116,35 @@ def test_a_login_planned_from_a_user_read_before_their_erasure_leaves_nothing_of
     m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
     assert planner.erased
     _nothing_left_of(world, "tash")
+
+
+def test_a_user_recreated_under_the_same_id_meanwhile_keeps_their_new_messages(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the pass's look (the user is gone) and its sweep, the backend creates the user
+    again under the same id, with a new reminder planned at once: the sweep ends only what the
+    pass inserted for the erased user, not the new user's messages."""
+    _seed(world)
+    real = erasure.missing
+    recreated: list[str] = []
+
+    def missing_then_recreated(database: Any, user_ids: Any) -> set[str]:
+        gone = real(database, user_ids)
+        if "tash" in gone and not recreated:
+            m = world.manager()
+            m.upsert_user("tash", timezone="Asia/Tashkent")
+            new = m.add_reminder(
+                "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
+            )
+            m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
+            recreated.append(new["_id"])
+        return gone
+
+    monkeypatch.setattr(erasure, "missing", missing_then_recreated)
+    ErasedMidway(world.db, world.broker(), world.settings, world=world).run_pass()
+    assert recreated
+    mine = list(world.db[dbm.MESSAGES].find({"userId": "tash"}))
+    assert mine and all(d["reminderId"] == recreated[0] for d in mine), mine
+    assert all(d["status"] == "pending" and d["title"] == "Vitamin D" for d in mine), mine
+    old = list(world.db[dbm.MESSAGES].find({"erasedAt": {"$exists": True}}))
+    assert old and all(d["status"] == "cancelled" and d["title"] is None for d in old), old

@@ -45,11 +45,13 @@ def test_a_reminder_removed_during_a_long_pass_is_never_sent(world: World) -> No
     planner = world.planner(clock=lambda: read_at if next(calls) == 0 else armed_at)
     insert = planner._insert
 
-    def insert_after_removal(docs: list[dict[str, Any]], report: Any) -> list[dict[str, Any]]:
+    def insert_after_removal(
+        docs: list[dict[str, Any]], report: Any, *rest: Any
+    ) -> list[dict[str, Any]]:
         if rids["gone"] in {d["reminderId"] for d in docs}:
             m.planner.clock = lambda: removed_at
             m.remove_reminder(rids["gone"])  # read before, inserted after: the race
-        return insert(docs, report)
+        return insert(docs, report, *rest)
 
     planner._insert = insert_after_removal  # type: ignore[method-assign]
     report = planner.run_pass()
