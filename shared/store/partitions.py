@@ -42,7 +42,7 @@ from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, WriteError
 
 from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of, owned_partitions, partition_of
@@ -130,10 +130,18 @@ def begin(
     ``inProgress.at`` keeps the earliest start among the passes that planned the window: a pass
     planning again a window a dead pass left looks for users erased since the dead one began
     (``Planner._sweep_dead_window``)."""
-    res = database[dbm.PARTITIONS].update_one(
-        {"_id": pid, "owner": owner},
-        {"$set": {"inProgress.from": start, "inProgress.to": end}, "$min": {"inProgress.at": now}},
-    )
+    coll = database[dbm.PARTITIONS]
+    mine = {"_id": pid, "owner": owner}
+    try:
+        res = coll.update_one(
+            mine,
+            {
+                "$set": {"inProgress.from": start, "inProgress.to": end},
+                "$min": {"inProgress.at": now},
+            },
+        )
+    except WriteError:  # ``inProgress`` is there but not a document (null, by hand): replaced
+        res = coll.update_one(mine, {"$set": {"inProgress": {"from": start, "to": end, "at": now}}})
     return res.matched_count == 1
 
 

@@ -239,3 +239,14 @@ def test_documents_without_a_bucket_are_given_one_and_planned(world: World) -> N
     assert report.inserted == 1
     for coll in (dbm.USERS, dbm.TOKENS, dbm.REMINDERS):
         assert world.db[coll].find_one({"bucket": None}) is None
+
+
+def test_a_window_in_progress_written_as_null_does_not_stop_the_pass(world: World) -> None:
+    """``inProgress: null`` (written by hand or another tool; every reader takes it as none):
+    marking the window must replace it, not fail on it, pass after pass."""
+    seed(world, users=4)
+    world.planner(clock=Clock()).run_pass()  # creates the partition documents
+    world.db[dbm.PARTITIONS].update_many({}, {"$set": {"inProgress": None, "plannedUntil": None}})
+    report = world.planner(clock=Clock()).run_pass()
+    assert report.inserted == 0 and report.existing > 0, report
+    assert world.db[dbm.PARTITIONS].count_documents({"inProgress": {"$exists": True}}) == 0
