@@ -394,7 +394,7 @@ class Planner:
             # A window a dead pass left (its start is earlier; stored to the millisecond): what
             # it inserted for a user erased since is not planned again, so not seen above.
             if since < now - dt.timedelta(milliseconds=1):
-                self._sweep_dead_window(since, ours)
+                self._sweep_dead_window(since, ours, now)
             for p in ours:
                 if not parts_store.finish(self.db, pid[p], me, end):
                     report.notes.append(
@@ -568,24 +568,23 @@ class Planner:
         gone = erasure.missing(self.db, users)
         for uid in sorted(gone):
             ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]
-            self._log_swept(erasure.scrub_ids(self.db, ids, self.clock()), len(ids))
+            ended, pseudonym = erasure.scrub_ids(self.db, ids, self.clock())
+            self._log_swept(pseudonym, ended)
         return gone
 
-    def _sweep_dead_window(self, since: dt.datetime, ours: Collection[int]) -> None:
+    def _sweep_dead_window(
+        self, since: dt.datetime, ours: Collection[int], now: dt.datetime
+    ) -> None:
         """A window a pass left when it died (begun at ``since``): what it inserted for a user of
         partitions ``ours`` erased since is ended and anonymised as the erasure does. Those
         users are not planned again, so nothing else finds it. Only messages planned before
-        the user's erasure: one re-created under the same id meanwhile keeps their new ones."""
+        this pass began (``now``: the dead passes' start times come from creators' clocks, a
+        lease apart at least): a user re-created under the same id after the look keeps the
+        messages planned for them then."""
         n, mine = self.settings.creator.partitions, set(ours)
-        stamps = {
-            u: at
-            for u, at in erasure.changes_since(self.db, since).items()
-            if partition_of(bucket_of(u), n) in mine
-        }
-        for uid in sorted(erasure.missing(self.db, stamps)):
-            ended, _, pseudonym = erasure.scrub(
-                self.db, uid, self.clock(), planned_before=stamps[uid]
-            )
+        users = {u for u in changed_users(self.db, since) if partition_of(bucket_of(u), n) in mine}
+        for uid in sorted(erasure.missing(self.db, users)):
+            ended, _, pseudonym = erasure.scrub(self.db, uid, self.clock(), planned_before=now)
             self._log_swept(pseudonym, ended)
 
     def _log_swept(self, pseudonym: str, ended: int) -> None:

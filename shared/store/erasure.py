@@ -9,7 +9,7 @@ out of that sweep's reach. The planning looks after its insert for users gone me
 what it inserted for them (``scrub_ids``): the erasure deletes the user before its sweep, the
 planning inserts before its look, so one of the two sees the other. A pass that died before its
 look leaves it to the pass planning its window again, which sweeps every user of those
-partitions erased since (``changes_since``, ``scrub(planned_before=...)``)
+partitions erased since (``scrub(planned_before=...)``)
 (``creator.planner.Planner._drop_erased``, ``_sweep_dead_window``).
 """
 
@@ -24,7 +24,6 @@ from pymongo.database import Database
 
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.store import db as dbm
-from shared.store.intent import CHANGE_SKEW
 from shared.store.messages import end
 
 ERASED = "user erased"
@@ -60,23 +59,23 @@ def scrub(
     return ended, anonymised, pseudonym
 
 
-def scrub_ids(database: Database[Doc], ids: list[str], now: dt.datetime) -> str:
+def scrub_ids(database: Database[Doc], ids: list[str], now: dt.datetime) -> tuple[int, str]:
     """``scrub`` for these messages of one user only (by id, through the ``_id`` index): those
-    still pending end ``cancelled`` "user erased", all are anonymised. Returns the pseudonym."""
+    still pending or missed end ``cancelled`` "user erased", all are anonymised. Returns (ended,
+    the pseudonym)."""
     pseudonym = "erased-" + uuid.uuid4().hex[:16]
-    if ids:
-        blank = {**dict.fromkeys(SCRUBBED, None), "userId": pseudonym, "erasedAt": now}
-        messages = database[dbm.MESSAGES]
-        messages.bulk_write([end(i, Status.CANCELLED, ERASED, now) for i in ids], ordered=False)
-        messages.bulk_write([UpdateOne({"_id": i}, {"$set": blank}) for i in ids], ordered=False)
-    return pseudonym
-
-
-def changes_since(database: Database[Doc], since: dt.datetime) -> dict[str, dt.datetime]:
-    """Each user whose intent changed since ``since`` (less the change log's slack), with the
-    instant of their last change; ids that are not strings (a hand-written document) left out."""
-    cur = database[dbm.CHANGES].find({"at": {"$gte": since - CHANGE_SKEW}})
-    return {d["_id"]: d["at"] for d in cur if isinstance(d["_id"], str)}
+    if not ids:
+        return 0, pseudonym
+    blank = {**dict.fromkeys(SCRUBBED, None), "userId": pseudonym, "erasedAt": now}
+    messages = database[dbm.MESSAGES]
+    ends = [
+        end(i, Status.CANCELLED, ERASED, now, expect=was)
+        for i in ids
+        for was in (Status.PENDING, Status.IS_MISSED)
+    ]
+    ended = messages.bulk_write(ends, ordered=False).modified_count
+    messages.bulk_write([UpdateOne({"_id": i}, {"$set": blank}) for i in ids], ordered=False)
+    return ended, pseudonym
 
 
 def missing(database: Database[Doc], user_ids: Collection[str]) -> set[str]:

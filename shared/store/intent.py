@@ -34,9 +34,10 @@ def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.dat
 
 
 def changed_users(database: Database[Doc], since: dt.datetime) -> set[str]:
-    """Users whose intent changed at or after ``since`` (one index range, usually empty)."""
+    """Users whose intent changed at or after ``since`` (one index range, usually empty); an
+    entry whose id is not a string (written by hand: no user has one) is left out."""
     cur = database[dbm.CHANGES].find({"at": {"$gte": since - CHANGE_SKEW}}, {"_id": 1})
-    return {d["_id"] for d in cur}
+    return {d["_id"] for d in cur if isinstance(d["_id"], str)}
 
 
 def load_current(
