@@ -125,13 +125,10 @@ def test_a_login_planned_from_a_user_read_before_their_erasure_leaves_nothing_of
     _nothing_left_of(world, "tash")
 
 
-def test_a_user_recreated_under_the_same_id_meanwhile_keeps_their_new_messages(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Between the pass's look (the user is gone) and its sweep, the backend creates the user
-    again under the same id, with a new reminder planned at once: the sweep ends only what the
-    pass inserted for the erased user, not the new user's messages."""
-    _seed(world)
+def _recreated_after_the_look(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the backend create ``tash`` again (same id, a new device and a new reminder, planned
+    at once) right after the planner's look has found them gone; the new reminder's id is put
+    in the list returned once that happened."""
     real = erasure.missing
     recreated: list[str] = []
 
@@ -140,21 +137,36 @@ def test_a_user_recreated_under_the_same_id_meanwhile_keeps_their_new_messages(
         if "tash" in gone and not recreated:
             m = world.manager()
             m.upsert_user("tash", timezone="Asia/Tashkent")
+            m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
             new = m.add_reminder(
                 "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
             )
-            m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
             recreated.append(new["_id"])
         return gone
 
     monkeypatch.setattr(erasure, "missing", missing_then_recreated)
-    ErasedMidway(world.db, world.broker(), world.settings, world=world).run_pass()
+    return recreated
+
+
+def _the_new_user_kept_theirs(world: World, recreated: list[str]) -> None:
     assert recreated
     mine = list(world.db[dbm.MESSAGES].find({"userId": "tash"}))
     assert mine and all(d["reminderId"] == recreated[0] for d in mine), mine
     assert all(d["status"] == "pending" and d["title"] == "Vitamin D" for d in mine), mine
     old = list(world.db[dbm.MESSAGES].find({"erasedAt": {"$exists": True}}))
     assert old and all(d["status"] == "cancelled" and d["title"] is None for d in old), old
+
+
+def test_a_user_recreated_under_the_same_id_meanwhile_keeps_their_new_messages(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the pass's look (the user is gone) and its sweep, the backend creates the user
+    again under the same id, with a new reminder planned at once: the sweep ends only what the
+    pass inserted for the erased user, not the new user's messages."""
+    _seed(world)
+    recreated = _recreated_after_the_look(world, monkeypatch)
+    ErasedMidway(world.db, world.broker(), world.settings, world=world).run_pass()
+    _the_new_user_kept_theirs(world, recreated)
 
 
 def test_a_user_recreated_before_the_sweep_of_a_dead_window_keeps_their_new_messages(
@@ -168,26 +180,6 @@ def test_a_user_recreated_before_the_sweep_of_a_dead_window_keeps_their_new_mess
     dying.die = True
     with pytest.raises(Killed):
         dying.run_pass()
-    real = erasure.missing
-    recreated: list[str] = []
-
-    def missing_then_recreated(database: Any, user_ids: Any) -> set[str]:
-        gone = real(database, user_ids)
-        if "tash" in gone and not recreated:
-            m = world.manager()
-            m.upsert_user("tash", timezone="Asia/Tashkent")
-            m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
-            new = m.add_reminder(
-                "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
-            )
-            recreated.append(new["_id"])
-        return gone
-
-    monkeypatch.setattr(erasure, "missing", missing_then_recreated)
+    recreated = _recreated_after_the_look(world, monkeypatch)
     world.planner().run_pass()
-    assert recreated
-    mine = list(world.db[dbm.MESSAGES].find({"userId": "tash"}))
-    assert mine and all(d["reminderId"] == recreated[0] for d in mine), mine
-    assert all(d["status"] == "pending" and d["title"] == "Vitamin D" for d in mine), mine
-    old = list(world.db[dbm.MESSAGES].find({"erasedAt": {"$exists": True}}))
-    assert old and all(d["status"] == "cancelled" and d["title"] is None for d in old), old
+    _the_new_user_kept_theirs(world, recreated)
