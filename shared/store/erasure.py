@@ -51,11 +51,8 @@ def scrub(
         {**mine, "status": {"$in": [Status.PENDING.value, Status.IS_MISSED.value]}},
         {"$set": terminal_update(Status.CANCELLED, ERASED, now)},
     ).modified_count
-    pseudonym = "erased-" + uuid.uuid4().hex[:16]
-    blank = dict.fromkeys(SCRUBBED, None)
-    anonymised = messages.update_many(
-        mine, {"$set": {**blank, "userId": pseudonym, "erasedAt": now}}
-    ).modified_count
+    pseudonym, blank = _anonymous(now)
+    anonymised = messages.update_many(mine, {"$set": blank}).modified_count
     return ended, anonymised, pseudonym
 
 
@@ -63,10 +60,9 @@ def scrub_ids(database: Database[Doc], ids: list[str], now: dt.datetime) -> tupl
     """``scrub`` for these messages of one user only (by id, through the ``_id`` index): those
     still pending or missed end ``cancelled`` "user erased", all are anonymised. Returns (ended,
     the pseudonym)."""
-    pseudonym = "erased-" + uuid.uuid4().hex[:16]
+    pseudonym, blank = _anonymous(now)
     if not ids:
         return 0, pseudonym
-    blank = {**dict.fromkeys(SCRUBBED, None), "userId": pseudonym, "erasedAt": now}
     messages = database[dbm.MESSAGES]
     ends = [
         end(i, Status.CANCELLED, ERASED, now, expect=was)
@@ -76,6 +72,12 @@ def scrub_ids(database: Database[Doc], ids: list[str], now: dt.datetime) -> tupl
     ended = messages.bulk_write(ends, ordered=False).modified_count
     messages.bulk_write([UpdateOne({"_id": i}, {"$set": blank}) for i in ids], ordered=False)
     return ended, pseudonym
+
+
+def _anonymous(now: dt.datetime) -> tuple[str, Doc]:
+    """A new pseudonym (one per sweep, unlinkable) and the fields that anonymise a message."""
+    pseudonym = "erased-" + uuid.uuid4().hex[:16]
+    return pseudonym, {**dict.fromkeys(SCRUBBED, None), "userId": pseudonym, "erasedAt": now}
 
 
 def missing(database: Database[Doc], user_ids: Collection[str]) -> set[str]:
