@@ -37,7 +37,6 @@ import bson
 from bench import workload
 from bench.scenarios_herd import run_herd
 from bench.stack import BenchStack, Proc
-from shared.domain.plan import bucket_of
 from shared.store import db as dbm
 
 Doc = dict[str, Any]
@@ -49,12 +48,8 @@ LEASE_S = 6.0  # the bench's creators: a heartbeat every 2 s, so --once waits 2 
 
 
 def seed(st: BenchStack, n_users: int, seed_: int, now: dt.datetime) -> tuple[int, float]:
-    """The workload with each document's bucket, as the management code writes it."""
+    """The workload (each document with its bucket, as the management code writes it)."""
     users, tokens, reminders = workload.population(n_users, 2, seed_, PREFIX, now)
-    for u in users:
-        u["bucket"] = bucket_of(u["_id"])
-    for d in (*tokens, *reminders):
-        d["bucket"] = bucket_of(d["userId"])
     t = time.perf_counter()
     workload.seed_population(st.db, users, tokens, reminders)
     return len(reminders), time.perf_counter() - t

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from pymongo.database import Database
 
 from shared.domain.messages import new_message
+from shared.domain.plan import bucket_of
 from shared.store import db as dbm
 
 Doc = dict[str, Any]
@@ -34,13 +35,21 @@ def insert(database: Database[Doc], coll: str, docs: list[Doc]) -> None:
 
 def user_doc(uid: str, tz: str, now: dt.datetime) -> Doc:
     prefs = {"enabled": True, "categories": {}, "quietHours": None}
-    return {"_id": uid, "timezone": tz, "prefs": prefs, "dailyCap": None, "createdAt": now}
+    return {
+        "_id": uid,
+        "bucket": bucket_of(uid),  # as the management code writes it (the planner reads by it)
+        "timezone": tz,
+        "prefs": prefs,
+        "dailyCap": None,
+        "createdAt": now,
+    }
 
 
 def token_doc(uid: str, now: dt.datetime) -> Doc:
     return {
         "_id": f"t-{uid}",
         "userId": uid,
+        "bucket": bucket_of(uid),
         "deviceId": f"dev-{uid}",
         "token": f"ExponentPushToken[{uid}]",
         "isActive": True,
@@ -54,6 +63,7 @@ def reminder_doc(rid: str, uid: str, category: str, hhmm: str, now: dt.datetime)
     return {
         "_id": rid,
         "userId": uid,
+        "bucket": bucket_of(uid),
         "category": category,
         "label": f"{category}-{rid[-4:]}",
         "time": hhmm,
