@@ -143,23 +143,14 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
             logins.close()
 
 
-MESSAGES_BY_USER = "api_messages_by_user"
-
-
 def ensure_api_indexes(database: Any) -> None:
     """The API's own indexes: idempotency records expire after 24 h, console sessions when
-    they end, and a user's messages by due instant (the messages list and each reminder's last
-    occurrence)."""
-    from pymongo import ASCENDING, IndexModel
-
+    they end. (A user's messages by due instant is in every database: ``shared.store.db``.)"""
     from api.console import session as console_sessions
 
     with dbm.translate_errors("creating the API's indexes"):
         database[idempotency.COLLECTION].create_indexes(idempotency.INDEXES)
         database[console_sessions.COLLECTION].create_indexes(console_sessions.INDEXES)
-        database[dbm.MESSAGES].create_indexes(
-            [IndexModel([("userId", ASCENDING), ("scheduledAt", ASCENDING)], name=MESSAGES_BY_USER)]
-        )
 
 
 __all__ = ["ApiModel", "create_app", "ensure_api_indexes", "open_backend"]

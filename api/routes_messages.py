@@ -13,8 +13,8 @@ from api.deps import AppCaller, BackendDep
 from api.models import MessageOut, MessagePage
 from api.params import MessageId, PageDep, UserId
 from api.problems import READS, ApiProblem, field_error, invalid, problem_responses
-from api.views import device_ids, message_out
-from shared.domain.messages import Doc, Status
+from api.views import EPOCH, device_ids, message_out, messages_page
+from shared.domain.messages import Status
 from shared.domain.validation import shown
 from shared.errors import InputError
 from shared.store import db as dbm
@@ -26,7 +26,6 @@ StatusParam = Annotated[
     Query(description="only messages in this status"),
 ]
 InstantParam = Annotated[str | None, Query(max_length=64, description="ISO 8601 instant")]
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _instant(raw: str | None, name: str) -> dt.datetime | None:
@@ -58,38 +57,24 @@ def list_messages(
     every end but success), when it was sent and how late. A user with none (or unknown, or
     erased) has an empty list."""
     start, end = _instant(since, "since"), _instant(until, "until")
-    limit = page.limit
     key = pages.decode(page.after, (int, str))
-    flt: Doc = {"userId": user_id, "scheduledAt": {"$gte": start or EPOCH}}
-    if end is not None:
-        flt["scheduledAt"]["$lt"] = end
-    if status is not None:
-        flt["status"] = Status(status).value
-    if key is not None:
-        at = EPOCH + dt.timedelta(milliseconds=key[0])
-        flt = {
-            "$and": [
-                flt,
-                {
-                    "$or": [
-                        {"scheduledAt": {"$gt": at}},
-                        {"scheduledAt": at, "_id": {"$gt": key[1]}},
-                    ]
-                },
-            ]
-        }
-    docs = list(
-        b.db[dbm.MESSAGES].find(flt).sort([("scheduledAt", 1), ("_id", 1)]).limit(limit + 1)
+    after = None if key is None else (EPOCH + dt.timedelta(milliseconds=key[0]), key[1])
+    docs, more = messages_page(
+        b.db,
+        user_id,
+        limit=page.limit,
+        start=start,
+        end=end,
+        status=None if status is None else Status(status).value,
+        after=after,
     )
-    more = len(docs) > limit
-    docs = docs[:limit]
     devices = device_ids(b.db, docs)
     cursor = None
     if more:
         last = docs[-1]
         ms = int((last["scheduledAt"] - EPOCH).total_seconds() * 1000)
         cursor = pages.encode([ms, last["_id"]])
-    params = {"status": status, "since": since, "until": until, "limit": limit}
+    params = {"status": status, "since": since, "until": until, "limit": page.limit}
     return MessagePage(
         items=[message_out(d, devices) for d in docs],
         next=pages.next_link(request.url.path, params, cursor),

@@ -96,6 +96,45 @@ def next_of(reminder: Doc, user: Doc | None, now: dt.datetime) -> tuple[Any, Any
     return occ.at, occ.at.astimezone(ZoneInfo(tz))
 
 
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def messages_page(
+    database: Database[Doc],
+    user_id: str,
+    *,
+    limit: int,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    status: str | None = None,
+    after: tuple[dt.datetime, str] | None = None,
+) -> tuple[list[Doc], bool]:
+    """A page of the user's messages due in ``[start, end)`` by (due instant, id), the first
+    after the cursor ``after``; and whether more follow.
+
+    One range of the index ``(userId, scheduledAt)``, from the cursor's instant on; what shares
+    that instant up to the cursor's id is skipped here. Not the cursor as an ``$or`` in the
+    filter: the server here then reads every message ever planned (4.1 s at 200,000)."""
+    since = start or EPOCH
+    if after is not None and after[0] > since:
+        since = after[0]
+    flt: Doc = {"userId": user_id, "scheduledAt": {"$gte": since}}
+    if end is not None:
+        flt["scheduledAt"]["$lt"] = end
+    if status is not None:
+        flt["status"] = status
+    out: list[Doc] = []
+    cursor = database[dbm.MESSAGES].find(flt).sort([("scheduledAt", 1), ("_id", 1)])
+    for d in cursor.batch_size(limit + 1):
+        if after is not None and ((_time(d.get("scheduledAt")) or since), str(d["_id"])) <= after:
+            continue
+        out.append(d)
+        if len(out) > limit:
+            cursor.close()
+            return out[:limit], True
+    return out, False
+
+
 def last_occurrences(
     database: Database[Doc], user_id: str, reminder_ids: list[str], now: Any
 ) -> dict[str, Doc]:

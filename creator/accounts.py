@@ -7,14 +7,13 @@ Used by ``tzpush tokens logout``, ``tzpush users erase`` and the HTTP API (``DEL
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from creator.manage import Manager
 from shared.domain.validation import validate_id
 from shared.store import db as dbm
 from shared.store import erasure, tokens
-from shared.store.intent import record_changes
+from shared.store.intent import erase_counters, record_changes
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ def erase_user(m: Manager, user_id: str) -> Erased:
     m.db[dbm.TOKENS].delete_many({"userId": user_id})
     removed = m.db[dbm.REMINDERS].delete_many({"userId": user_id}).deleted_count
     cancelled, history, pseudonym = erasure.scrub(m.db, user_id, now)
-    m.db[dbm.COUNTERS].delete_many({"_id": {"$regex": f"^{re.escape(user_id)}:"}})
+    erase_counters(m.db, user_id)
     log.info(
         "user erased: %d pending cancelled, %d tokens off, %d reminders, %d messages kept "
         "anonymised",

@@ -267,7 +267,7 @@ class Replayer:
                 writes.append(replays.ended(it.id, run, CANCELLED, reason, now))
                 cancelled.append(by_id[it.id]["category"])
             elif caps.get(it.id):
-                self._caps[it.id] = f"{it.user}:{it.local_date}"
+                self._caps[it.id] = stored_intent.cap_key(it.user, it.local_date)
         if writes:
             with dbm.translate_errors("recording what the replay does not send"):
                 self.database[dbm.MESSAGES].bulk_write(writes, ordered=False)

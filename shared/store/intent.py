@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from pymongo import UpdateOne
 from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
 
 from shared.domain.messages import Doc
 from shared.store import db as dbm
@@ -69,21 +70,65 @@ def daily_cap_reasons(
     by_key: dict[str, list[Item]] = {}
     for it in items:
         if caps.get(it.id):
-            by_key.setdefault(f"{it.user}:{it.local_date}", []).append(it)
+            by_key.setdefault(cap_key(it.user, it.local_date), []).append(it)
     for key, its in by_key.items():
         cap = int(caps[its[0].id] or 0)
-        doc = database[dbm.COUNTERS].find_one_and_update(
-            {"_id": key},
-            {"$inc": {"count": len(its)}},
-            upsert=True,
-            return_document=True,
-        )
-        after = int((doc or {}).get("count", len(its)))
-        before = after - len(its)
-        allowed = max(0, cap - before)
-        over = its[allowed:]
-        if over:
-            database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -len(over)}})
-            for it in over:
-                out[it.id] = f"daily cap of {cap} reached for {it.local_date}"
+        allowed = _reserve(database, key, its[0].user, cap, len(its))
+        for it in its[allowed:]:
+            out[it.id] = f"daily cap of {cap} reached for {it.local_date}"
     return out
+
+
+def cap_key(user_id: str, local_date: str) -> str:
+    """The ``_id`` of a user's daily-cap counter for one local date."""
+    return f"{user_id}:{local_date}"
+
+
+def _reserve(database: Database[Doc], key: str, user_id: str, cap: int, n: int) -> int:
+    """Take up to ``n`` of the room left under ``cap`` on the counter ``key``; how many it took.
+
+    Each try is one conditional increment by ``_id``: it takes ``want`` only if that much room
+    is left, so no interleaving of consumers ever reserves past the cap. Not a
+    find_one_and_update: the server here reads every counter of every day for one (1.4 to 1.9 s
+    at 200,000 documents), on the send path. The counter carries its user (an erasure deletes
+    by it) and when it was made: the index ``counters_expire`` drops it 8 days later (a local
+    date lasts at most 50 h; late refunds come within minutes)."""
+    counters = database[dbm.COUNTERS]
+    want = min(n, cap)
+    while want > 0:
+        try:
+            counters.update_one(
+                {"_id": key, "count": {"$lte": cap - want}},
+                {
+                    "$inc": {"count": want},
+                    "$setOnInsert": {"userId": user_id, "at": dt.datetime.now(dt.UTC)},
+                },
+                upsert=True,
+            )
+            return want
+        except DuplicateKeyError:  # the counter exists with less room than ``want``
+            pass
+        doc = counters.find_one({"_id": key}, {"count": 1}) or {}
+        want = min(want - 1, cap - int(doc.get("count", 0)))
+    return 0
+
+
+def erase_counters(database: Database[Doc], user_id: str) -> int:
+    """Delete the user's daily-cap counters (an erasure); how many.
+
+    By their ``userId`` (an index). Counters made before they carried it are given theirs
+    first, from their ``_id``: found through the same index (``userId: null``), so once they
+    are done the look finds nothing, and not by an ``_id`` prefix, which reads every counter
+    here."""
+    counters = database[dbm.COUNTERS]
+    now = dt.datetime.now(dt.UTC)
+    legacy = [
+        UpdateOne(
+            {"_id": d["_id"], "userId": None},
+            {"$set": {"userId": str(d["_id"]).rpartition(":")[0], "at": now}},
+        )
+        for d in counters.find({"userId": None}, {"_id": 1})
+    ]
+    if legacy:
+        counters.bulk_write(legacy, ordered=False)
+    return counters.delete_many({"userId": user_id}).deleted_count

@@ -41,6 +41,7 @@ from shared.domain.outcomes import (
     outcome_fields,
 )
 from shared.store import db as dbm
+from shared.store.intent import cap_key
 from shared.store.tokens import apply_token_effects
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def entry_ops(
         if effect is not None:
             effects.append(effect)
         if not e["ok"] and e.get("cap"):
-            refunds.add(f"{e['user']}:{e['ld']}", e["id"])
+            refunds.add(cap_key(e["user"], e["ld"]), e["id"])
         fields.update(consumer=e.get("consumer"), attempts=e.get("attempts", 1))
         # Already ended at this instant: this outcome is in (a merge run twice); leave it be.
         updates.append(UpdateOne({"_id": e["id"], "finishedAt": {"$ne": at}}, {"$set": fields}))

@@ -106,13 +106,11 @@ def apply_token_effects(
             if deactivate(database, {"_id": e.token_id}, reason, now):
                 metrics.TOKENS_DEACTIVATED.labels("DeviceNotRegistered").inc()
         elif e.kind == EffectKind.FAIL:
-            flt: Doc = {
-                "_id": e.token_id,
-                "$or": [
-                    {"failureResetAt": {"$exists": False}},
-                    {"failureResetAt": {"$lte": at}},
-                ],
-            }
+            # An update then a read by _id, not a find_one_and_update, and ``$not`` rather than
+            # an ``$or`` with ``$exists``: the server here reads every registration for either
+            # (1.4 to 3 s at 200,000 documents), once per failed push. ``$not: {$gt}`` also
+            # counts a failure when the reset instant is missing or not a date.
+            flt: Doc = {"_id": e.token_id, "failureResetAt": {"$not": {"$gt": at}}}
             update: Doc = {
                 "$inc": {"failureCount": 1},
                 "$max": {"lastFailureAt": at},
@@ -121,8 +119,10 @@ def apply_token_effects(
             if e.message_id:
                 flt["failedMessages"] = {"$ne": e.message_id}
                 update["$push"] = {"failedMessages": e.message_id}
-            doc = tokens.find_one_and_update(flt, update, return_document=True)
-            if doc is None and e.message_id:  # counted before? its deactivation may be due
+            doc = None
+            if tokens.update_one(flt, update).matched_count:
+                doc = tokens.find_one({"_id": e.token_id})
+            elif e.message_id:  # counted before? its deactivation may be due
                 doc = tokens.find_one({"_id": e.token_id, "failedMessages": e.message_id})
             if doc is None:
                 continue  # a success pushed later already reset the run this belonged to
@@ -147,10 +147,7 @@ def apply_token_effects(
                 {
                     "_id": e.token_id,
                     "failureCount": {"$gt": 0},
-                    "$or": [
-                        {"lastFailureAt": {"$exists": False}},
-                        {"lastFailureAt": {"$lte": at}},
-                    ],
+                    "lastFailureAt": {"$not": {"$gt": at}},  # not an ``$or``: see FAIL above
                 },
                 {
                     "$set": {"failureCount": 0, "failedMessages": [], "updatedAt": now},
