@@ -326,8 +326,14 @@ class Manager:
     def supersede(
         self, old: Doc, user: Mapping[str, Any], reason: str, extra: Doc | None = None
     ) -> None:
-        """Bump the reminder's version and cancel its pending messages at the old instants."""
+        """Bump the reminder's version and cancel its pending messages at the old instants.
+
+        The change log is stamped first (the callers stamp it again once the change is whole,
+        for the consumers): a pass that read the old version and inserts it after this cancel
+        finds the user there when it looks after its insert, and replaces what it inserted
+        (``Planner._replan_changed``)."""
         now = self.now
+        record_changes(self.db, [old["userId"]], now)
         self.db[dbm.REMINDERS].update_one(
             {"_id": old["_id"]},
             {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},

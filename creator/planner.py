@@ -50,7 +50,7 @@ from creator.spool import ArmSpool
 from shared import metrics
 from shared.broker import StompClient
 from shared.clock import Clock, utcnow
-from shared.domain.messages import Doc
+from shared.domain.messages import Doc, Status
 from shared.domain.plan import (
     BUCKETS,
     BadDocument,
@@ -66,6 +66,7 @@ from shared.store import db as dbm
 from shared.store import erasure
 from shared.store import partitions as parts_store
 from shared.store.intent import changed_users
+from shared.store.messages import end as end_message
 from shared.store.partitions import Membership, backfill_buckets, ensure_partitions
 from shared.wire import SIGNATURE_HEADER, WakeUp, sign
 
@@ -446,11 +447,69 @@ class Planner:
 
     def _insert_piece(self, docs: list[Doc], report: PassReport, since: dt.datetime) -> list[Doc]:
         """Insert a piece of a pass; what to arm: nothing of a user erased since the pass began
-        (``_drop_erased``)."""
+        (``_drop_erased``), nothing of a reminder version replaced since (``_replan_changed``).
+        Both look at the users the change log shows changed since the pass began: one small
+        read per piece, after the insert (so that a change and the pass always see each other).
+        """
         fresh: set[str] = set()
         out = self._insert(docs, report, fresh)
-        gone = self._drop_erased(out, fresh, since=since)
-        return [d for d in out if d["userId"] not in gone] if gone else out
+        changed = changed_users(self.db, since)
+        gone = self._drop_erased(out, fresh, among=changed)
+        stale = self._replan_changed(out, fresh, changed - gone)
+        if gone or stale:
+            out = [d for d in out if d["userId"] not in gone and d["_id"] not in stale]
+        return out
+
+    def _replan_changed(self, docs: list[Doc], fresh: set[str], changed: set[str]) -> set[str]:
+        """After a pass's insert: the messages it inserted (``fresh``) from a reminder version a
+        change replaced since the pass read it, for users in the change log (``changed``). They
+        are ended ``cancelled`` and the reminders' current versions planned; their ids are
+        returned (not to be armed).
+
+        The change cancelled the old version's messages before this insert, so nothing else
+        ends these; and its own planning of the new version may have come after this insert and
+        been refused by the unique index, the old message holding the occurrence's slot: the
+        consumer would cancel the old one at send and the occurrence would be lost. A change
+        stamps the change log before it cancels (``Manager.supersede``), so this look, after the
+        insert, sees it. Nothing has armed these messages yet (a pass arms after its inserts),
+        so no consumer holds them."""
+        mine = [d for d in docs if d["_id"] in fresh and d["userId"] in changed]
+        if not mine:
+            return set()
+        ids = sorted({str(d["reminderId"]) for d in mine})
+        current = {
+            r["_id"]: r
+            for r in self.db[dbm.REMINDERS].find(
+                {"_id": {"$in": ids}}, {"version": 1, "active": 1, "isDeleted": 1}
+            )
+        }
+        stale = [
+            d
+            for d in mine
+            if int((current.get(d["reminderId"]) or {}).get("version", -1))
+            != d.get("reminderVersion")
+        ]
+        if not stale:
+            return set()
+        now = self.clock()
+        why = "reminder changed since planning (moved or edited)"
+        self.db[dbm.MESSAGES].bulk_write(
+            [end_message(d["_id"], Status.CANCELLED, why, now) for d in stale], ordered=False
+        )
+        alive = sorted(
+            {
+                str(d["reminderId"])
+                for d in stale
+                if d["reminderId"] in current
+                and current[d["reminderId"]].get("active", True)
+                and not current[d["reminderId"]].get("isDeleted")
+            }
+        )
+        if alive:
+            users = sorted({str(d["userId"]) for d in stale if d["reminderId"] in alive})
+            self.plan_users(users, reminders=alive)
+        log.info("%d messages of replaced reminder versions ended and planned again", len(stale))
+        return {d["_id"] for d in stale}
 
     def _chunks(self, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
         """Bucket ranges of about ``CHUNK_REMINDERS`` reminders each."""
@@ -554,17 +613,17 @@ class Planner:
         report.wakeups += len(armed)
 
     def _drop_erased(
-        self, docs: list[Doc], fresh: set[str], *, since: dt.datetime | None = None
+        self, docs: list[Doc], fresh: set[str], *, among: set[str] | None = None
     ) -> set[str]:
         """After an insert: the users of ``docs`` erased meanwhile (this planning read them
         before the erasure, whose own sweep ran before the insert), with what this call inserted
         for them (``fresh`` ids, and only those: a user re-created under the same id meanwhile
-        keeps their new messages) ended and anonymised as the erasure does. A pass (``since``:
-        when it began) looks only at users its change log shows changed since; a planning of a
-        few users looks them all up."""
+        keeps their new messages) ended and anonymised as the erasure does. A pass looks only
+        at users its change log shows changed since it began (``among``); a planning of a few
+        users looks them all up."""
         users = {d["userId"] for d in docs if d["_id"] in fresh}
-        if since is not None:
-            users &= changed_users(self.db, since)
+        if among is not None:
+            users &= among
         gone = erasure.missing(self.db, users)
         for uid in sorted(gone):
             ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]

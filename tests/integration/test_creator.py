@@ -494,3 +494,80 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
     )
     assert [(w.id, w.items) for w in wakeups] == [(w.id, w.items) for w in whole]
     assert report.wakeups == len(whole)
+
+
+@pytest.mark.parametrize("inserted_at", ["after-the-cancel", "before-the-plan"])
+def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurrence(
+    world: World, monkeypatch: pytest.MonkeyPatch, inserted_at: str
+) -> None:
+    """The one ordering that lost an occurrence: a pass reads a reminder; the reminder is
+    changed (the change cancels its old messages: the pass has inserted none yet); the pass
+    inserts the old version; only then does the change plan the new one, which the unique index
+    refuses, the old one holding the occurrence's slot; the consumer then cancels the old one at
+    send ("reminder changed") and nothing is sent. The pass must see the change after its
+    insert, end what it inserted of the old version and plan the new one. The pass inserts
+    right after the change's cancel (before the change has stamped the change log for the
+    consumers), or just before the change plans."""
+    reminders = seed_article_users(world)
+    # Seeded long ago: the change log holds none of them (it keeps a change for a while).
+    world.db[dbm.CHANGES].delete_many({})
+    read, go, inserted = threading.Event(), threading.Event(), threading.Event()
+    real_read, real_insert = Planner._read_chunk, Planner._insert_piece
+
+    def read_then_wait(self: Planner, lo: int, hi: int) -> Any:
+        out = real_read(self, lo, hi)
+        read.set()
+        assert go.wait(20)
+        return out
+
+    def insert_then_tell(self: Planner, *a: Any) -> Any:
+        try:
+            return real_insert(self, *a)
+        finally:
+            inserted.set()
+
+    monkeypatch.setattr(Planner, "_read_chunk", read_then_wait)
+    monkeypatch.setattr(Planner, "_insert_piece", insert_then_tell)
+    m = world.manager()
+
+    def then_let_the_pass_insert(real: Any) -> Any:
+        def step(*a: Any, **kw: Any) -> Any:
+            out = real(*a, **kw)
+            go.set()
+            assert inserted.wait(20)
+            return out
+
+        return step
+
+    def let_the_pass_insert_then(real: Any) -> Any:
+        def step(*a: Any, **kw: Any) -> Any:
+            go.set()
+            assert inserted.wait(20)
+            return real(*a, **kw)
+
+        return step
+
+    if inserted_at == "after-the-cancel":
+        monkeypatch.setattr(m, "supersede", then_let_the_pass_insert(m.supersede))
+    else:
+        monkeypatch.setattr(m.planner, "plan_users", let_the_pass_insert_then(m.planner.plan_users))
+    planner = world.planner()
+    fire_at_once(planner)
+    fire_at_once(m.planner)
+    reports: list[PassReport] = []
+    passing = threading.Thread(target=lambda: reports.append(planner.run_pass()))
+    passing.start()
+    assert read.wait(20)
+    m.update_reminder(reminders["berlin"], title="Citramon, 1 tablet")
+    passing.join(60)
+    assert reports, "the pass did not finish"
+
+    msgs = list(world.db[dbm.MESSAGES].find({"userId": "berlin"}))
+    assert {(d["reminderVersion"], d["status"]) for d in msgs} == {(1, "cancelled"), (2, "pending")}
+    old = sorted(d["scheduledAt"] for d in msgs if d["reminderVersion"] == 1)
+    new = [d for d in msgs if d["reminderVersion"] == 2]
+    assert sorted(d["scheduledAt"] for d in new) == old
+    assert {d["title"] for d in new} == {"Citramon, 1 tablet"}
+    armed = {i.id for f in drain(world, "medication", 4) for i in decode(f.body).items}
+    assert {d["_id"] for d in new} <= armed
+    assert not {d["_id"] for d in msgs if d["reminderVersion"] == 1} & armed
