@@ -359,12 +359,15 @@ class Manager:
         ]
         if not instants:
             return
+        # Only versions up to the one replaced: a pass that saw this change (after the bump) may
+        # already have planned the new version at these instants (``Planner._replan_changed``).
         res = self.db[dbm.MESSAGES].update_many(
             {
                 "scheduledAt": {"$in": instants},
                 "status": Status.PENDING.value,
                 "isDeleted": False,
                 "reminderId": old["_id"],
+                "reminderVersion": {"$not": {"$gt": int(old.get("version", 1))}},
             },
             {"$set": terminal_update(Status.CANCELLED, reason, now)},
         )

@@ -483,18 +483,16 @@ class Planner:
                 {"_id": {"$in": ids}}, {"version": 1, "active": 1, "isDeleted": 1}
             )
         }
-        stale = [
-            d
-            for d in mine
-            if int((current.get(d["reminderId"]) or {}).get("version", -1))
-            != d.get("reminderVersion")
-        ]
+        stale = [d for d in mine if _replaced(d, current.get(d["reminderId"]))]
         if not stale:
             return set()
         now = self.clock()
-        why = "reminder changed since planning (moved or edited)"
         self.db[dbm.MESSAGES].bulk_write(
-            [end_message(d["_id"], Status.CANCELLED, why, now) for d in stale], ordered=False
+            [
+                end_message(d["_id"], Status.CANCELLED, _why(current.get(d["reminderId"])), now)
+                for d in stale
+            ],
+            ordered=False,
         )
         alive = sorted(
             {
@@ -742,6 +740,27 @@ class Planner:
             return ids
         coll = self.db[dbm.MESSAGES]
         return {d["_id"] for d in coll.find({"_id": {"$in": sorted(ids)}}, {"_id": 1})}
+
+
+def _replaced(message: Doc, reminder: Doc | None) -> bool:
+    """Whether ``message`` was planned from a version of ``reminder`` that is no longer current
+    (or from a reminder that is gone). A version is 1 when missing, as everywhere; a version
+    that is not a number (written by hand) is left to the consumer's check."""
+    if reminder is None:
+        return True
+    try:
+        return int(reminder.get("version", 1)) != int(message.get("reminderVersion", 1))
+    except (TypeError, ValueError):
+        return False
+
+
+def _why(reminder: Doc | None) -> str:
+    """The reason a replaced version's message ends with: the consumer's words for it."""
+    if reminder is None or reminder.get("isDeleted"):
+        return "reminder removed"
+    if not reminder.get("active", True):
+        return "reminder paused"
+    return "reminder changed since planning (moved or edited)"
 
 
 def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:

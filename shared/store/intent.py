@@ -95,7 +95,9 @@ def _reserve(database: Database[Doc], key: str, user_id: str, cap: int, n: int) 
     date lasts at most 50 h; late refunds come within minutes)."""
     counters = database[dbm.COUNTERS]
     want = min(n, cap)
-    while want > 0:
+    for _ in range(RESERVE_TRIES):
+        if want <= 0:
+            break
         try:
             counters.update_one(
                 {"_id": key, "count": {"$lte": cap - want}},
@@ -106,11 +108,18 @@ def _reserve(database: Database[Doc], key: str, user_id: str, cap: int, n: int) 
                 upsert=True,
             )
             return want
-        except DuplicateKeyError:  # the counter exists with less room than ``want``
+        except DuplicateKeyError:
+            # The counter exists with less room than ``want``, or another consumer made it
+            # just now (its upsert won): ask again with the room it has.
             pass
         doc = counters.find_one({"_id": key}, {"count": 1}) or {}
-        want = min(want - 1, cap - int(doc.get("count", 0)))
+        want = min(want, cap - int(doc.get("count", 0)))
     return 0
+
+
+# Each failed try saw another reservation land in between; past this many, the push is held
+# back as over the cap rather than waiting on a counter that busy.
+RESERVE_TRIES = 8
 
 
 def erase_counters(database: Database[Doc], user_id: str) -> int:
@@ -122,13 +131,18 @@ def erase_counters(database: Database[Doc], user_id: str) -> int:
     here."""
     counters = database[dbm.COUNTERS]
     now = dt.datetime.now(dt.UTC)
-    legacy = [
-        UpdateOne(
-            {"_id": d["_id"], "userId": None},
-            {"$set": {"userId": str(d["_id"]).rpartition(":")[0], "at": now}},
+    legacy: list[UpdateOne] = []
+    for d in counters.find({"userId": None}, {"_id": 1}):
+        user = str(d["_id"]).rpartition(":")[0]
+        legacy.append(
+            UpdateOne({"_id": d["_id"], "userId": None}, {"$set": {"userId": user, "at": now}})
         )
-        for d in counters.find({"userId": None}, {"_id": 1})
-    ]
+        if len(legacy) == LEGACY_CHUNK:
+            counters.bulk_write(legacy, ordered=False)
+            legacy = []
     if legacy:
         counters.bulk_write(legacy, ordered=False)
     return counters.delete_many({"userId": user_id}).deleted_count
+
+
+LEGACY_CHUNK = 1000  # counters given their user per write (the first erasure after an upgrade)

@@ -496,7 +496,9 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
     assert report.wakeups == len(whole)
 
 
-@pytest.mark.parametrize("inserted_at", ["after-the-cancel", "before-the-plan"])
+@pytest.mark.parametrize(
+    "inserted_at", ["between-the-bump-and-the-cancel", "after-the-cancel", "before-the-plan"]
+)
 def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurrence(
     world: World, monkeypatch: pytest.MonkeyPatch, inserted_at: str
 ) -> None:
@@ -507,7 +509,9 @@ def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurre
     send ("reminder changed") and nothing is sent. The pass must see the change after its
     insert, end what it inserted of the old version and plan the new one. The pass inserts
     right after the change's cancel (before the change has stamped the change log for the
-    consumers), or just before the change plans."""
+    consumers), or just before the change plans; or between the change's new version and its
+    cancel, so that the pass plans the new version before the change cancels: the cancel must
+    leave the new version be."""
     reminders = seed_article_users(world)
     # Seeded long ago: the change log holds none of them (it keeps a change for a while).
     world.db[dbm.CHANGES].delete_many({})
@@ -547,7 +551,13 @@ def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurre
 
         return step
 
-    if inserted_at == "after-the-cancel":
+    if inserted_at == "between-the-bump-and-the-cancel":
+        import creator.manage
+
+        monkeypatch.setattr(
+            creator.manage, "watermarks", let_the_pass_insert_then(creator.manage.watermarks)
+        )
+    elif inserted_at == "after-the-cancel":
         monkeypatch.setattr(m, "supersede", then_let_the_pass_insert(m.supersede))
     else:
         monkeypatch.setattr(m.planner, "plan_users", let_the_pass_insert_then(m.planner.plan_users))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -411,3 +412,32 @@ def test_a_pass_the_janitor_and_a_replay_go_through_indexes(world, reads):
     assert len(world.fake.pushes()) == 2
     scans = _unserved(world.db, sent)
     assert not scans, "\n".join(sorted(set(scans)))
+
+
+def test_a_counter_made_by_another_consumer_at_the_same_moment_leaves_the_room_it_has(
+    world, monkeypatch
+):
+    """Two consumers reserve a capped user's first push of a day at once: one upsert makes the
+    counter, the other's fails with a duplicate key. That failure does not mean "no room":
+    with a cap of 3 and 1 taken there are 2 left, and the push must go."""
+    import pymongo.collection
+    from pymongo.errors import DuplicateKeyError
+
+    from shared.store.intent import daily_cap_reasons
+
+    dbm.ensure_indexes(world.db)
+    real = pymongo.collection.Collection.update_one
+    raced: list[bool] = []
+
+    def the_other_consumer_first(self, flt, update, *a, **kw):
+        if self.name == dbm.COUNTERS and not raced:
+            raced.append(True)
+            self.insert_one({"_id": flt["_id"], "count": 1, "userId": "capper"})
+            raise DuplicateKeyError("E11000 duplicate key error (the other consumer's upsert)")
+        return real(self, flt, update, *a, **kw)
+
+    monkeypatch.setattr(pymongo.collection.Collection, "update_one", the_other_consumer_first)
+    items = [replace(i, cap=3) for i in _capped(1)]
+    assert daily_cap_reasons(world.db, items, {items[0].id: 3}) == {}
+    assert raced
+    assert world.db[dbm.COUNTERS].find_one({"_id": "capper:2026-12-02"})["count"] == 2
