@@ -69,7 +69,13 @@ class Overview:
 def overview(
     database: Database[Doc], settings: Settings, since: dt.datetime | None, now: dt.datetime
 ) -> Overview:
-    stats: Doc = ops_stats.compute(database, since, categories=settings.categories)
+    end = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    start = end - dt.timedelta(minutes=60)
+    # One read of the messages for both (the chart's own read was another scan of them all).
+    stats: Doc = ops_stats.compute(
+        database, since, categories=settings.categories, sent_since=start
+    )
+    per_minute: dict[dt.datetime, int] = stats.pop("sent_per_minute")
     seen = set(stats["messages"])
     statuses = [s for s in STATUS_ORDER if s in seen] + sorted(seen - set(STATUS_ORDER))
     live = stats["senders"]["live"]
@@ -81,26 +87,13 @@ def overview(
         stats=stats,
         statuses=statuses,
         categories=[str(c) for c in stats["by_category"]],
-        sends_per_minute=sends_per_minute(database, now),
+        sends_per_minute=[
+            (start + dt.timedelta(minutes=i), per_minute.get(start + dt.timedelta(minutes=i), 0))
+            for i in range(60)
+        ],
         consumers=[(c, taking[c]) for c in settings.categories],
         other_senders=[s for s in live if s.get("kind") != "consumer"],
     )
-
-
-def sends_per_minute(database: Database[Doc], now: dt.datetime) -> list[tuple[dt.datetime, int]]:
-    """Pushes Expo accepted in each of the last 60 whole minutes (``sentAt``), oldest first;
-    the minute now running is the last one."""
-    end = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
-    start = end - dt.timedelta(minutes=60)
-    counts: Counter[dt.datetime] = Counter()
-    for d in database[dbm.MESSAGES].find({"sentAt": {"$gte": start, "$lt": end}}, {"sentAt": 1}):
-        at = d.get("sentAt")
-        if isinstance(at, dt.datetime):
-            counts[at.astimezone(dt.UTC).replace(second=0, microsecond=0)] += 1
-    return [
-        (start + dt.timedelta(minutes=i), counts[start + dt.timedelta(minutes=i)])
-        for i in range(60)
-    ]
 
 
 # -- upcoming --------------------------------------------------------------------------------

@@ -82,3 +82,17 @@ def test_stats_since_excludes_older_messages_and_renders_tables(world, capsys):
     out = capsys.readouterr().out
     assert "lateness of sent messages (4): p50 200 ms, p95 1000 ms, max 1000 ms" in out
     assert "tokens: 3 active, 1 inactive" in out
+
+
+def test_the_same_read_counts_pushes_per_minute_for_the_console(world):
+    now = _seed(world.db)
+    minute = now + dt.timedelta(minutes=7)
+    world.db[dbm.MESSAGES].update_many(
+        {"_id": {"$in": ["m0", "m1"]}}, {"$set": {"sentAt": minute + dt.timedelta(seconds=5)}}
+    )
+    world.db[dbm.MESSAGES].update_one(
+        {"_id": "m2"}, {"$set": {"sentAt": now - dt.timedelta(hours=2)}}
+    )
+    data = compute(world.db, None, sent_since=now)
+    assert data["sent_per_minute"] == {minute: 2}
+    assert "sent_per_minute" not in compute(world.db, None)
