@@ -102,6 +102,14 @@ def _point(value: Any) -> bool:
     return set(value) <= {"$eq", "$in"}
 
 
+def _indexable(value: Any) -> bool:
+    """A condition an index range answers: equality, ``$in`` or a range (not ``$ne``, ``$not``,
+    ``$regex``, ``$exists: false``, which read the whole index or the collection)."""
+    if not isinstance(value, dict):
+        return True
+    return bool(value) and set(value) <= {"$eq", "$in", "$gt", "$gte", "$lt", "$lte"}
+
+
 def _unserved(db: Database[Doc], sent: list[Sent]) -> list[str]:
     """The commands whose filter no index serves, by the rule in the module's docstring
     (measured; the server's ``explain`` claims a COLLSCAN for queries it serves from an index,
@@ -130,6 +138,8 @@ def _unserved(db: Database[Doc], sent: list[Sent]) -> list[str]:
             # in the filter (its equality-prefix-then-range lookup serves it in any order).
             if keys[0] != first and not (len(keys) > 1 and keys[0] in flt):
                 continue
+            if not _indexable(flt[keys[0]]):
+                continue
             partial = ix.get("partialFilterExpression") or {}
             if all(flt.get(k) == v for k, v in partial.items()):
                 served = True
@@ -137,7 +147,7 @@ def _unserved(db: Database[Doc], sent: list[Sent]) -> list[str]:
             # A one-key partial index whose key is in the filter, every other field of the
             # filter being one its partial filter fixes (``missed_by_time`` for a replay).
             keys, partial = list(ix["key"]), ix.get("partialFilterExpression") or {}
-            if len(keys) == 1 and partial and keys[0] in flt:
+            if len(keys) == 1 and partial and keys[0] in flt and _indexable(flt[keys[0]]):
                 rest = set(flt) - {keys[0]}
                 if rest <= set(partial) and all(flt[k] == partial[k] for k in rest):
                     served = True
