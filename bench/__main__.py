@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scale-steps",
         default=",".join(SCALE_STEPS),
-        help=f"scale: a subset of {','.join(SCALE_STEPS)} (idle, herd, floor need once)",
+        help=f"scale: a subset of {','.join(SCALE_STEPS)} (idle, ops, herd, floor need once)",
     )
     ap.add_argument(
         "--scale-seeded",

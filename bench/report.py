@@ -274,6 +274,18 @@ def _scale_rows(r: Doc) -> list[tuple[str, str, str, str]]:
         )
         ok = "error" not in kd and kd["done"] and kd["within_one_interval"]
         rows.append(("scale: creator killed", text, "", "ok" if ok else "MISSED"))
+    ops = r.get("ops")
+    if ops:
+        parts = [
+            f"{name} {v['seconds']} s" + (" (FAILED)" if v.get("error") or v.get("exit") else "")
+            for name, v in ops.items()
+            if isinstance(v, dict) and "seconds" in v
+        ]
+        failed = "error" in ops or any(
+            isinstance(v, dict) and (v.get("error") or v.get("exit")) for v in ops.values()
+        )
+        text = ops.get("error") or "; ".join(parts)
+        rows.append(("scale: operator reads", str(text), "", "MISSED" if failed else "ok"))
     h = r.get("herd")
     if h:
         if "error" in h:

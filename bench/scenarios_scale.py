@@ -15,6 +15,8 @@ Sizes: ``--scale-users`` (2 reminders and one token each; default 500,000 = 1M r
   one's partitions after its lease and finishes them: the time from the kill until every
   occurrence is planned and no window is left in progress, 0 lost, 0 duplicates.
 - ``idle``: a creator service on the planned data for a minute: the database's opcounters.
+- ``ops``: on the planned data, operator reads timed: ``tzpush stats --json``, ``tzpush doctor``,
+  the console's overview, upcoming and problems figures, a user's page of messages.
 - ``herd``: on the planned data, ``--scale-herd`` more users (100,000) with one message each,
   all due at one instant (``bench/scenarios_herd.py``): lateness at the fake (unlimited rate),
   when every one of them is terminal in the database, the consumer's peak RSS.
@@ -269,12 +271,61 @@ def run_idle(st: BenchStack, seconds: float = 60.0) -> Doc:
     return {"seconds": seconds, "opcounters": delta, "creator_pass_every_s": 10}
 
 
+def run_ops(st: BenchStack) -> Doc:
+    """Operator reads on the planned data, each timed with what it answered: ``tzpush stats
+    --json`` and ``tzpush doctor`` as an operator runs them (their own settings, the driver's
+    timeouts), the console's pages' figures through the same connection settings the API uses,
+    and a user's first and second page of messages."""
+    from api.console import figures
+    from api.views import messages_page
+
+    out: Doc = {}
+    env = _env(st)
+    for name, argv in (("stats", ["stats", "--json"]), ("doctor", ["doctor"])):
+        t = time.perf_counter()
+        r = subprocess.run(
+            [st_tzpush(), *argv], env=env, capture_output=True, text=True, timeout=1800
+        )
+        res: Doc = {"seconds": round(time.perf_counter() - t, 1), "exit": r.returncode}
+        if name == "stats" and r.returncode == 0:
+            res["messages"] = json.loads(r.stdout)["messages"]
+        elif r.returncode:
+            res["tail"] = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        out[name] = res
+    settings = st.settings_for(PREFIX)
+    database = dbm.connect(settings.mongo)
+    now = dt.datetime.now(dt.UTC)
+    user = st.db[dbm.USERS].find_one({}, {"_id": 1}) or {"_id": ""}
+    reads: dict[str, Any] = {
+        "console_overview_24h": lambda: figures.overview(
+            database, settings, now - dt.timedelta(hours=24), now
+        ),
+        "console_upcoming": lambda: figures.upcoming(database, settings, now),
+        "console_problems": lambda: figures.problems(database, figures.ProblemFilter()),
+        "user_messages_page": lambda: messages_page(database, user["_id"], limit=1),
+    }
+    try:
+        for name, read in reads.items():
+            t = time.perf_counter()
+            try:
+                read()
+                out[name] = {"seconds": round(time.perf_counter() - t, 2)}
+            except Exception as exc:  # what an operator would have seen
+                out[name] = {
+                    "seconds": round(time.perf_counter() - t, 2),
+                    "error": f"{type(exc).__name__}: {exc}"[:300],
+                }
+    finally:
+        database.client.close()
+    return out
+
+
 # The steps of the scenario, in the order they run. ``idle``, ``herd``, ``floor`` and
 # ``creators`` need ``once`` (the one-creator plan they work on, the dump the floor inserts, the
 # messages each creator count must make). ``herd`` changes the planned data (its own users, and
 # 10,000 planned messages its outcome floor marks sent): only ``floor`` and later steps, which
 # start from a restored seed, may follow it.
-STEPS = ("once", "idle", "herd", "floor", "creators", "kill")
+STEPS = ("once", "idle", "ops", "herd", "floor", "creators", "kill")
 
 
 def run_scale(
@@ -305,8 +356,10 @@ def run_scale(
     bad = [s for s in steps if s not in STEPS]
     if bad:
         raise ValueError(f"unknown scale step(s) {bad}; choose from {STEPS}")
-    if {"idle", "herd", "floor", "creators"} & set(steps) and "once" not in steps:
-        raise ValueError("the steps idle, herd, floor and creators need the step once (the plan)")
+    if {"idle", "ops", "herd", "floor", "creators"} & set(steps) and "once" not in steps:
+        raise ValueError(
+            "the steps idle, ops, herd, floor and creators need the step once (the plan)"
+        )
     out: Doc = {"users": n_users, "steps": list(steps)}
     timeout = max(600.0, n_users / 100)
     now = dt.datetime.now(dt.UTC)
@@ -349,6 +402,11 @@ def run_scale(
                     out["idle"] = run_idle(st)
                 except Exception as exc:  # keep the figures measured above
                     out["idle"] = {"error": f"{type(exc).__name__}: {exc}"}
+            if "ops" in steps:
+                try:
+                    out["ops"] = run_ops(st)
+                except Exception as exc:  # keep the figures measured above
+                    out["ops"] = {"error": f"{type(exc).__name__}: {exc}"}
             if herd and "herd" in steps:
                 try:
                     out["herd"] = run_herd(
