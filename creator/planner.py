@@ -395,7 +395,7 @@ class Planner:
             # A window a dead pass left (its start is earlier; stored to the millisecond): what
             # it inserted for a user erased since is not planned again, so not seen above.
             if since < now - dt.timedelta(milliseconds=1):
-                self._sweep_dead_window(since, ours, now)
+                self._sweep_dead_window(since, ours, now, (start, end))
             for p in ours:
                 if not parts_store.finish(self.db, pid[p], me, end):
                     report.notes.append(
@@ -630,19 +630,67 @@ class Planner:
         return gone
 
     def _sweep_dead_window(
-        self, since: dt.datetime, ours: Collection[int], now: dt.datetime
+        self,
+        since: dt.datetime,
+        ours: Collection[int],
+        now: dt.datetime,
+        window: tuple[dt.datetime, dt.datetime],
     ) -> None:
         """A window a pass left when it died (begun at ``since``): what it inserted for a user of
         partitions ``ours`` erased since is ended and anonymised as the erasure does. Those
         users are not planned again, so nothing else finds it. Only messages planned before
         this pass began (``now``: the dead passes' start times come from creators' clocks, a
         lease apart at least): a user re-created under the same id after the look keeps the
-        messages planned for them then."""
+        messages planned for them then. For the other users changed since, what it inserted
+        for a registration deactivated since is ended too (``_end_for_dead_registrations``)."""
         n, mine = self.settings.creator.partitions, set(ours)
         users = {u for u in changed_users(self.db, since) if partition_of(bucket_of(u), n) in mine}
-        for uid in sorted(erasure.missing(self.db, users)):
+        gone = erasure.missing(self.db, users)
+        for uid in sorted(gone):
             ended, _, pseudonym = erasure.scrub(self.db, uid, self.clock(), planned_before=now)
             self._log_swept(pseudonym, ended)
+        self._end_for_dead_registrations(sorted(users - gone), window, now)
+
+    def _end_for_dead_registrations(
+        self, users: list[str], window: tuple[dt.datetime, dt.datetime], now: dt.datetime
+    ) -> None:
+        """Pending messages of ``users`` due in a dead pass's ``window`` and planned before this
+        pass (``now``) whose registration is no longer active: ended ``cancelled`` with the
+        consumer's reason. This pass planned nothing for such a registration, so nothing arms
+        them, and they ended ``is_missed`` past grace: a miss an operator would replay. A
+        registration once deactivated stays so (a new login is a new registration, with new
+        message ids), so ending them early loses nothing; a user who turned notifications off,
+        which can be undone under the same ids, is left to the consumer as before. Through the
+        index ``(userId, scheduledAt)``, a thousand users a read."""
+        messages = self.db[dbm.MESSAGES]
+        for i in range(0, len(users), LOOKUP):
+            flt = {
+                "userId": {"$in": users[i : i + LOOKUP]},
+                "scheduledAt": {"$gte": window[0], "$lt": window[1]},
+                "status": Status.PENDING.value,
+                "isDeleted": False,
+                "plannedAt": {"$lte": now},
+            }
+            found = list(messages.find(flt, {"notificationTokenId": 1}))
+            regs = {str(d.get("notificationTokenId")) for d in found}
+            live = {
+                t["_id"]: t
+                for t in self.db[dbm.TOKENS].find(
+                    {"_id": {"$in": sorted(regs)}}, {"isActive": 1, "deactivationReason": 1}
+                )
+            }
+            ends = []
+            for d in found:
+                tok = live.get(str(d.get("notificationTokenId")))
+                if tok is None or tok.get("isActive") is not True:
+                    why = (tok or {}).get("deactivationReason") or "unknown"
+                    reason = f"token no longer active ({why})"
+                    ends.append(end_message(d["_id"], Status.CANCELLED, reason, self.clock()))
+            if ends:
+                messages.bulk_write(ends, ordered=False)
+                log.info(
+                    "%d messages of a dead pass for registrations gone since: cancelled", len(ends)
+                )
 
     def _log_swept(self, pseudonym: str, ended: int) -> None:
         log.warning(
@@ -740,6 +788,9 @@ class Planner:
             return ids
         coll = self.db[dbm.MESSAGES]
         return {d["_id"] for d in coll.find({"_id": {"$in": sorted(ids)}}, {"_id": 1})}
+
+
+LOOKUP = 1000  # users per read of a dead window's messages
 
 
 def _replaced(message: Doc, reminder: Doc | None) -> bool:

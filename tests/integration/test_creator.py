@@ -257,6 +257,37 @@ def test_a_pass_killed_between_write_and_arm_is_armed_by_the_next(
     assert states and not any("inProgress" in st for st in states)
 
 
+def test_a_dead_passs_message_for_a_device_logged_out_since_ends_cancelled_not_missed(
+    world: World,
+) -> None:
+    """A pass dies between its inserts and its arming; a user then logs out of the device. The
+    next pass plans the window again from current documents: nothing for that registration,
+    so nothing arms what the dead pass inserted for it, and it ended ``is_missed`` past grace
+    (never sent, but counted as a miss an operator replays). A registration once deactivated
+    never comes back (a new login is a new one, with new message ids): it ends ``cancelled``
+    with the consumer's reason."""
+    from creator.accounts import logout
+
+    seed_article_users(world)
+    with pytest.raises(Crash):
+        CrashingPlanner(world.db, world.broker(), world.settings, clock=fixed_clock).run_pass()
+    logout(world.manager(), "berlin", "dev-berlin")
+    planner = world.planner(clock=lambda: FIXED_NOW + dt.timedelta(minutes=1))
+    fire_at_once(planner)
+    planner.run_pass()
+
+    msgs = {d["userId"]: d for d in world.db[dbm.MESSAGES].find()}
+    assert (msgs["berlin"]["status"], msgs["berlin"]["reason"]) == (
+        "cancelled",
+        "token no longer active (unregistered (logout))",
+    )
+    assert {u: d["status"] for u, d in msgs.items() if u != "berlin"} == dict.fromkeys(
+        ("tash", "ny", "kath"), "pending"
+    )
+    armed = {i.id for f in drain(world, "medication", 3) for i in decode(f.body).items}
+    assert armed == {d["_id"] for u, d in msgs.items() if u != "berlin"}
+
+
 def test_removing_a_reminder_after_planning_cancels_its_pending_message(world: World) -> None:
     rids = seed_article_users(world)
     world.planner(clock=fixed_clock).run_pass()
