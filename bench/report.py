@@ -277,13 +277,13 @@ def _scale_rows(r: Doc) -> list[tuple[str, str, str, str]]:
     ops = r.get("ops")
     if ops:
         parts = [
-            f"{name} {v['seconds']} s" + (" (FAILED)" if v.get("error") or v.get("exit") else "")
+            f"{name} {v['seconds']} s"
+            + (" (FAILED)" if v.get("error") else "")
+            + (f" (exit {v['exit']})" if v.get("exit") and not v.get("error") else "")
             for name, v in ops.items()
             if isinstance(v, dict) and "seconds" in v
         ]
-        failed = "error" in ops or any(
-            isinstance(v, dict) and (v.get("error") or v.get("exit")) for v in ops.values()
-        )
+        failed = "error" in ops or any(isinstance(v, dict) and v.get("error") for v in ops.values())
         text = ops.get("error") or "; ".join(parts)
         rows.append(("scale: operator reads", str(text), "", "MISSED" if failed else "ok"))
     h = r.get("herd")

@@ -192,3 +192,38 @@ def test_odd_query_parameters_are_refusals_not_errors(api, db, path):
     with login(api) as c:
         r = c.get(path)
         assert r.status_code < 500, (path, r.status_code, r.text[:300])
+
+
+def test_messages_edited_by_hand_leave_the_figures_standing(api, db):
+    """A message without status or category, a reason that is a list, a lateness past what an
+    integer holds or not a number, a send time that is text: the overview page,
+    ``tzpush stats`` and ``GET /v1/stats`` still answer (the single read of the messages made
+    each of these a crash: an unhashable reason, an overflow). A date past year 9999 cannot be
+    stored on the server here; on MongoDB the read decodes it leniently (``ops.stats.LENIENT``)."""
+    from ops.stats import compute
+    from shared.store import db as dbm
+    from tests.integration.ops_helpers import run_cli
+
+    at = utcnow()
+    base = {"isDeleted": False, "scheduledAt": at, "userId": "odd", "label": "x"}
+    db[dbm.MESSAGES].insert_many(
+        [
+            {**base, "_id": "h1"},
+            {**base, "_id": "h2", "status": "failed", "category": "meal", "reason": ["x"]},
+            {**base, "_id": "h3", "status": "success", "category": "meal", "lateness_ms": 1e20},
+            {**base, "_id": "h4", "status": "success", "category": ["a"], "lateness_ms": "5"},
+            {**base, "_id": "h5", "status": "success", "category": "meal", "lateness_ms": 1e400},
+            {**base, "_id": "h6", "status": "pending", "category": "meal", "sentAt": "soon"},
+        ]
+    )
+    data = compute(db, None)
+    assert data["messages"]["None"] == 1 and data["messages"]["failed"] >= 1
+    assert {"reason": "['x']", "count": 1} in data["reasons"]["failed"]
+    assert run_cli(api.settings, "stats") == 0
+    assert run_cli(api.settings, "stats", "--json") == 0
+    with login(api) as c:
+        r = c.get("/console/", params={"window": "all"}, follow_redirects=True)
+        assert r.status_code == 200, r.text[:500]
+    with api.client("ops") as ops:
+        r = ops.get("/v1/stats")
+    assert r.status_code == 200, r.text[:500]
