@@ -334,6 +334,10 @@ class Manager:
         (``Planner._replan_changed``)."""
         now = self.now
         record_changes(self.db, [old["userId"]], now)
+        if "version" not in old:  # version 1 (as read everywhere), or $inc would make it 1 again
+            self.db[dbm.REMINDERS].update_one(
+                {"_id": old["_id"], "version": {"$exists": False}}, {"$set": {"version": 1}}
+            )
         self.db[dbm.REMINDERS].update_one(
             {"_id": old["_id"]},
             {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},

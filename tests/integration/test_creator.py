@@ -288,6 +288,25 @@ def test_a_dead_passs_message_for_a_device_logged_out_since_ends_cancelled_not_m
     assert armed == {d["_id"] for u, d in msgs.items() if u != "berlin"}
 
 
+def test_a_reminder_written_without_a_version_keeps_its_occurrence_when_changed(
+    world: World,
+) -> None:
+    """A reminder written around the management code may have no ``version`` (read as 1
+    everywhere). A change bumped it with ``$inc``, which makes a missing field 1: the new
+    version's messages had the old ones' ids, found them cancelled, and nothing was sent."""
+    rids = seed_article_users(world)
+    world.db[dbm.REMINDERS].update_one({"_id": rids["berlin"]}, {"$unset": {"version": ""}})
+    world.planner(clock=fixed_clock).run_pass()
+    m = world.manager()
+    m.planner.clock = fixed_clock
+    m.update_reminder(rids["berlin"], title="Citramon, 1 tablet")
+    msgs = list(world.db[dbm.MESSAGES].find({"userId": "berlin"}))
+    assert sorted((d.get("reminderVersion"), d["status"]) for d in msgs) == [
+        (1, "cancelled"),
+        (2, "pending"),
+    ]
+
+
 def test_removing_a_reminder_after_planning_cancels_its_pending_message(world: World) -> None:
     rids = seed_article_users(world)
     world.planner(clock=fixed_clock).run_pass()
