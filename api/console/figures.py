@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pymongo.database import Database
@@ -132,10 +133,7 @@ def upcoming(database: Database[Doc], settings: Settings, now: dt.datetime) -> U
     }
     docs: list[Doc] = []
     read_all = True
-    cursor = database[dbm.MESSAGES].find(
-        {**pending, "scheduledAt": {"$gte": now, "$lt": end}}, fields
-    )
-    for d in cursor:
+    for d in _hour_by_hour(database, pending, fields, now, end):
         at, cat = d.get("scheduledAt"), d.get("category")
         if not isinstance(at, dt.datetime) or not isinstance(cat, str):
             continue
@@ -187,6 +185,21 @@ def upcoming(database: Database[Doc], settings: Settings, now: dt.datetime) -> U
 
 def _at(ms: int) -> dt.datetime:
     return EPOCH + dt.timedelta(milliseconds=ms)
+
+
+def _hour_by_hour(
+    database: Database[Doc], flt: Doc, fields: Doc, start: dt.datetime, end: dt.datetime
+) -> Iterator[Doc]:
+    """The documents of ``flt`` due in ``[start, end)``, an hour's range of the index at a time:
+    the server here answers a whole read in its first round trip, and a day of a million
+    reminders read at once came near the driver's 30 s."""
+    lo = start
+    while lo < end:
+        hi = min(end, lo.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1))
+        yield from database[dbm.MESSAGES].find(
+            {**flt, "scheduledAt": {"$gte": lo, "$lt": hi}}, fields
+        )
+        lo = hi
 
 
 # -- problems --------------------------------------------------------------------------------

@@ -466,3 +466,44 @@ def test_a_counter_made_by_another_consumer_at_the_same_moment_leaves_the_room_i
     assert daily_cap_reasons(world.db, items, {items[0].id: 3}) == {}
     assert raced
     assert world.db[dbm.COUNTERS].find_one({"_id": "capper:2026-12-02"})["count"] == 2
+
+
+def test_the_consoles_upcoming_day_is_read_an_hour_at_a_time(world, reads):
+    """The upcoming page counts the pending messages of the next 24 h by hour. The server here
+    answers a whole read in its first round trip: a day of a million reminders read at once
+    came near the driver's 30 s. Each read is an hour's range of the pending index, and the
+    counts are those of the whole day."""
+    from api.console.figures import upcoming
+    from shared.settings import Settings
+
+    dbm.ensure_indexes(world.db)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    base = {"status": "pending", "isDeleted": False, "category": "meal", "label": "x"}
+    offsets = [-5, 10, 70, 71, 23 * 60 + 50, 25 * 60]  # minutes from now
+    world.db[dbm.MESSAGES].insert_many(
+        [
+            {
+                **base,
+                "_id": f"up{i}",
+                "userId": f"u{i}",
+                "scheduledAt": now + dt.timedelta(minutes=m),
+            }
+            for i, m in enumerate(offsets)
+        ]
+    )
+    got: list[Any] = []
+    sent = reads(lambda: got.append(upcoming(world.db, Settings(), now)))
+    counts = {h: dict(c) for h, c in got[0].counts.items() if c}
+    hour = now.replace(minute=0, second=0)
+
+    def h(minutes: int) -> dt.datetime:
+        at = now + dt.timedelta(minutes=minutes)
+        return at.replace(minute=0, second=0)
+
+    expected: dict[dt.datetime, dict[str, int]] = {}
+    for m in (10, 70, 71, 23 * 60 + 50):
+        expected.setdefault(h(m), {"meal": 0})["meal"] += 1
+    assert counts == expected and got[0].overdue == 1
+    ranges = [f["scheduledAt"] for c, coll, f in sent if c == "find" and coll == dbm.MESSAGES]
+    assert ranges and all(r["$lt"] - r["$gte"] <= dt.timedelta(hours=1) for r in ranges)
+    assert ranges[0]["$gte"] == now and hour < ranges[0]["$lt"]
