@@ -107,6 +107,14 @@ def index_plan() -> dict[str, list[IndexModel]]:
             # of every message ever planned (4.4 s at 200,000 here), and history only grows.
             # Named as when only the API made it: MongoDB refuses the same keys under a new name.
             IndexModel([("userId", ASCENDING), ("scheduledAt", ASCENDING)], name=MESSAGES_BY_USER),
+            # Failed messages by due time: the console's problems (their reasons, how many a
+            # replay would take). Without it that read every message (29 s at 1M here, the
+            # driver's timeout is 30 s). Partial: free at planning time.
+            IndexModel(
+                [("scheduledAt", ASCENDING)],
+                name="failed_by_time",
+                partialFilterExpression={"status": Status.FAILED.value},
+            ),
             # Replays that stopped (the janitor's look, and each replay's start): a handful of
             # documents at any time. Without it the look read every message: at 1M, beside a
             # creator's inserts, past the driver's 30 s timeout. Partial: free at planning time.
