@@ -660,32 +660,34 @@ class Planner:
         them, and they ended ``is_missed`` past grace: a miss an operator would replay. A
         registration once deactivated stays so (a new login is a new registration, with new
         message ids), so ending them early loses nothing; a user who turned notifications off,
-        which can be undone under the same ids, is left to the consumer as before. Through the
-        index ``(userId, scheduledAt)``, a thousand users a read."""
+        which can be undone under the same ids, is left to the consumer as before. A thousand
+        users a read of their registrations turned off (``tokens_by_user``), and only for the
+        users that have one, a read of their messages (``(userId, scheduledAt)``)."""
         messages = self.db[dbm.MESSAGES]
         for i in range(0, len(users), LOOKUP):
+            # Their registrations turned off (usually none: then no message is read at all).
+            off = {
+                t["_id"]: t
+                for t in self.db[dbm.TOKENS].find(
+                    {"userId": {"$in": users[i : i + LOOKUP]}, "isActive": False},
+                    {"userId": 1, "deactivationReason": 1},
+                )
+            }
+            if not off:
+                continue
             flt = {
-                "userId": {"$in": users[i : i + LOOKUP]},
+                "userId": {"$in": sorted({str(t["userId"]) for t in off.values()})},
                 "scheduledAt": {"$gte": window[0], "$lt": window[1]},
                 "status": Status.PENDING.value,
                 "isDeleted": False,
                 "plannedAt": {"$lte": now},
-            }
-            found = list(messages.find(flt, {"notificationTokenId": 1}))
-            regs = {str(d.get("notificationTokenId")) for d in found}
-            live = {
-                t["_id"]: t
-                for t in self.db[dbm.TOKENS].find(
-                    {"_id": {"$in": sorted(regs)}}, {"isActive": 1, "deactivationReason": 1}
-                )
+                "notificationTokenId": {"$in": sorted(off)},
             }
             ends = []
-            for d in found:
-                tok = live.get(str(d.get("notificationTokenId")))
-                if tok is None or tok.get("isActive") is not True:
-                    why = (tok or {}).get("deactivationReason") or "unknown"
-                    reason = f"token no longer active ({why})"
-                    ends.append(end_message(d["_id"], Status.CANCELLED, reason, self.clock()))
+            for d in messages.find(flt, {"notificationTokenId": 1}):
+                why = off[d["notificationTokenId"]].get("deactivationReason") or "unknown"
+                reason = f"token no longer active ({why})"
+                ends.append(end_message(d["_id"], Status.CANCELLED, reason, self.clock()))
             if ends:
                 messages.bulk_write(ends, ordered=False)
                 log.info(
