@@ -101,20 +101,21 @@ class Selection:
         """The failure codes a ``failed`` selection takes."""
         return sorted({c for name in self.causes or REPLAY_CAUSES for c in REPLAY_CAUSES[name]})
 
-    def cause_filter(self) -> Doc:
-        """What a failed message must (still) say to be taken: its code, or its receipt's."""
+    def takes(self, doc: Doc) -> bool:
+        """Whether a selected message says one of the causes (its code, or its receipt's);
+        every ``is_missed`` one does. Judged here, not as an ``$or`` in the query: the server
+        here reads every message for one."""
         if self.status is not Status.FAILED:
-            return {}
-        values = [c.value for c in self.codes()]
-        return {
-            "$or": [
-                {"errorCode": {"$in": values}},
-                {"receipt.state": "error", "receipt.error": {"$in": values}},
-            ]
-        }
+            return True
+        values = {c.value for c in self.codes()}
+        receipt = doc.get("receipt")
+        receipt = receipt if isinstance(receipt, dict) else {}
+        return doc.get("errorCode") in values or (
+            receipt.get("state") == "error" and receipt.get("error") in values
+        )
 
     def query(self) -> Doc:
-        q: Doc = {"status": self.status.value, **self.cause_filter()}
+        q: Doc = {"status": self.status.value}
         if self.ids:
             q["_id"] = {"$in": list(self.ids)}
         q["scheduledAt"] = {"$gte": self.since or EPOCH, "$lt": self.until or FAR}
@@ -125,10 +126,20 @@ class Selection:
         return q
 
 
+def unchanged(doc: Doc) -> Doc:
+    """What a failed message must still say when a replay takes it: the code and the receipt's
+    error it had when selected (so one that changed since is left)."""
+    receipt = doc.get("receipt")
+    receipt = receipt if isinstance(receipt, dict) else {}
+    return {"errorCode": doc.get("errorCode"), "receipt.error": receipt.get("error")}
+
+
 def select(database: Database[Doc], selection: Selection) -> list[Doc]:
     """The messages a selection names, oldest due first."""
     cursor = database[dbm.MESSAGES].find(selection.query())
-    return sorted(cursor, key=lambda d: (d["scheduledAt"], d["_id"]))
+    return sorted(
+        (d for d in cursor if selection.takes(d)), key=lambda d: (d["scheduledAt"], d["_id"])
+    )
 
 
 def resume(database: Database[Doc], by: str, clock: Clock = utcnow) -> replays.Settled:
@@ -215,12 +226,19 @@ class Replayer:
     def _chunk(self, docs: list[Doc]) -> None:
         now = self.clock()
         run = self.run_id
-        origin, also = self.origin, self.selection.cause_filter()
+        origin = self.origin
         mine = [
             d
             for d in docs
             if replays.take(
-                self.database, d, run, self.by, self.reason, now, origin=origin, also=also
+                self.database,
+                d,
+                run,
+                self.by,
+                self.reason,
+                now,
+                origin=origin,
+                also=unchanged(d) if origin is Status.FAILED else None,
             )
         ]
         if len(mine) < len(docs):

@@ -550,3 +550,30 @@ def test_the_consoles_problems_go_through_indexes(world, reads):
     assert flags == [True, False]
     scans = _unserved(world.db, sent)
     assert not scans, "\n".join(sorted(set(scans)))
+
+
+def test_a_replay_of_failed_messages_goes_through_indexes(world, reads):
+    """``tzpush replay --status failed`` (after an Expo credentials incident, thousands of
+    them): its selection had the cause as an ``$or`` (a read of every message), and it took
+    each message with an ``_id`` beside that ``$or``: a read of every message per message."""
+    from tests.integration.ops_helpers import run_cli
+
+    dbm.ensure_indexes(world.db)
+    for u in ("rf1", "rf2", "rf3"):
+        world.user(u)
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=30)
+    docs = world.due_messages(["rf1", "rf2", "rf3"], at, arm=False)
+    codes = {"rf1": "InvalidCredentials", "rf2": "DeviceNotRegistered"}
+    for d in docs:
+        change: Doc = {"status": "failed", "reason": "x"}
+        if d["userId"] in codes:
+            change["errorCode"] = codes[d["userId"]]
+        else:
+            change["receipt"] = {"state": "error", "error": "InvalidCredentials"}
+        world.db[dbm.MESSAGES].update_one({"_id": d["_id"]}, {"$set": change})
+    args = ("replay", "--status", "failed", "--yes", "--by", "t", "--reason", "INC-1")
+    sent = reads(lambda: run_cli(world.settings, *args))
+    pushed = {p["to"] for p in world.fake.pushes()}
+    assert pushed == {"ExponentPushToken[rf1]", "ExponentPushToken[rf3]"}
+    scans = _unserved(world.db, sent)
+    assert not scans, "\n".join(sorted(set(scans)))
