@@ -5,10 +5,12 @@ range; category, user and id filters ride on it). With ``--status failed`` it re
 ended ``failed`` for a project-level cause instead (``Selection.causes``, names from
 ``shared.domain.outcomes.REPLAY_CAUSES``: ``credentials`` and ``expo-down``), by their
 ``errorCode`` or their receipt's error; never a failure a device caused, the message's own, or
-one whose push Expo may already have taken (``OutcomeUnknown``). No index serves that: failures
-are rare and a replay of them rarer, so it reads the collection. Each selected message is taken
+one whose push Expo may already have taken (``OutcomeUnknown``): the failed messages of the range
+through the partial index ``failed_by_time``, the cause judged here (``rules.says_a_cause``; an
+``$or`` in the query made the server here read every message). Each selected message is taken
 with one compare-and-set, ``{_id, status: 'is_missed'} -> status 'replaying'`` (or ``'failed'``,
-with its cause) (``shared.store.replays``), so two replays run at the same time (or one run twice)
+with the code and receipt it had when selected: ``unchanged``) (``shared.store.replays``), so two
+replays run at the same time (or one run twice)
 can never both take a message: the loser's update matches nothing. The replay is recorded on the
 message (run, who, when, why, where it came from, the reason it was missed or failed).
 
@@ -107,12 +109,7 @@ class Selection:
         here reads every message for one."""
         if self.status is not Status.FAILED:
             return True
-        values = {c.value for c in self.codes()}
-        receipt = doc.get("receipt")
-        receipt = receipt if isinstance(receipt, dict) else {}
-        return doc.get("errorCode") in values or (
-            receipt.get("state") == "error" and receipt.get("error") in values
-        )
+        return rules.says_a_cause(doc, {c.value for c in self.codes()})
 
     def query(self) -> Doc:
         q: Doc = {"status": self.status.value}
@@ -127,11 +124,9 @@ class Selection:
 
 
 def unchanged(doc: Doc) -> Doc:
-    """What a failed message must still say when a replay takes it: the code and the receipt's
-    error it had when selected (so one that changed since is left)."""
-    receipt = doc.get("receipt")
-    receipt = receipt if isinstance(receipt, dict) else {}
-    return {"errorCode": doc.get("errorCode"), "receipt.error": receipt.get("error")}
+    """What a failed message must still say when a replay takes it: the code and the receipt it
+    had when selected (so one that changed since is left)."""
+    return {"errorCode": doc.get("errorCode"), "receipt": doc.get("receipt")}
 
 
 def select(database: Database[Doc], selection: Selection) -> list[Doc]:

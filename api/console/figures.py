@@ -22,6 +22,7 @@ from ops import stats as ops_stats
 from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import REPLAY_CAUSES
 from shared.domain.plan import group_wakeups
+from shared.domain.replay import says_a_cause
 from shared.settings import Settings
 from shared.store import db as dbm
 
@@ -290,7 +291,4 @@ CAUSE_CODES = frozenset(c.value for cs in REPLAY_CAUSES.values() for c in cs)
 
 def _replayable(d: Doc) -> bool:
     """Whether a failed message's code, or its receipt's, is one a replay takes."""
-    receipt: Doc = d["receipt"] if isinstance(d.get("receipt"), dict) else {}
-    return str(d.get("errorCode")) in CAUSE_CODES or (
-        receipt.get("state") == "error" and receipt.get("error") in CAUSE_CODES
-    )
+    return says_a_cause(d, CAUSE_CODES)

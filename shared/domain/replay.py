@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -62,3 +62,15 @@ def judge(
         local = now.astimezone(ZoneInfo(item.tz)).strftime("%H:%M")
         return Verdict.LATER, f"quiet hours {quiet[0]}-{quiet[1]} ({item.tz}) at {local} local"
     return Verdict.SEND, None
+
+
+def says_a_cause(doc: Mapping[str, Any], codes: Collection[str]) -> bool:
+    """Whether a failed message's code, or its receipt's error, is one of ``codes``. A value
+    that is not text (written by hand) is none of them."""
+    code = doc.get("errorCode")
+    receipt = doc.get("receipt")
+    receipt = receipt if isinstance(receipt, dict) else {}
+    error = receipt.get("error")
+    return (isinstance(code, str) and code in codes) or (
+        receipt.get("state") == "error" and isinstance(error, str) and error in codes
+    )

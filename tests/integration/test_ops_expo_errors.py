@@ -158,3 +158,35 @@ def test_doctor_names_project_level_failures(world):
     assert check.status == "fail"
     assert "InvalidCredentials" in check.detail and "1 push" in check.detail
     assert "credentials" in check.fix and "tzpush replay --status failed" in check.fix
+
+
+def test_failed_messages_edited_by_hand_neither_stop_a_replay_nor_stay_stuck(world, capsys):
+    """A code that is a list, a receipt that is a list: not a cause (and no crash of the
+    selection, the dry run, or the console's problems and message pages); a message with a
+    cause code and a receipt written as a list is taken and sent, not "skipped" forever."""
+    from api.console.figures import ProblemFilter, problems, replayable_failed
+
+    for u in ("hx1", "hx2", "hx3"):
+        world.user(u, "Europe/Berlin")
+    odd_code = failed(world, "hx1", "InvalidCredentials", "InvalidCredentials")
+    world.db[dbm.MESSAGES].update_one({"_id": odd_code}, {"$set": {"errorCode": ["x"]}})
+    odd_receipt = failed(world, "hx2", "InvalidCredentials", "r", receipt=True)
+    world.db[dbm.MESSAGES].update_one(
+        {"_id": odd_receipt}, {"$set": {"receipt": {"state": "error", "error": ["x"]}}}
+    )
+    listed = failed(world, "hx3", "InvalidCredentials", "InvalidCredentials")
+    world.db[dbm.MESSAGES].update_one({"_id": listed}, {"$set": {"receipt": [{"error": "y"}]}})
+
+    assert [d["_id"] for d in select(world.db, Selection(status=Status.FAILED))] == [listed]
+    page = problems(world.db, ProblemFilter(status="failed"))
+    assert (page.total, page.replayable) == (3, 1)
+    assert [replayable_failed(world.db, i) for i in (odd_code, odd_receipt, listed)] == [
+        False,
+        False,
+        True,
+    ]
+    assert run_cli(world.settings, "replay", "--status", "failed", "--dry-run") == 0
+    args = ("replay", "--status", "failed", "--yes", "--by", "t", "--reason", "INC-2")
+    assert run_cli(world.settings, *args) == 0
+    assert world.message(listed)["status"] == "success"
+    assert [p["to"] for p in world.fake.pushes()] == ["ExponentPushToken[hx3]"]
