@@ -50,6 +50,7 @@ from creator.spool import ArmSpool
 from shared import metrics
 from shared.broker import StompClient
 from shared.clock import Clock, utcnow
+from shared.domain import intent
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import (
     BUCKETS,
@@ -487,22 +488,14 @@ class Planner:
         if not stale:
             return set()
         now = self.clock()
+        # The consumer's words: removed or paused (nothing of it is planned again), else changed.
+        gone = {d["reminderId"]: intent.reminder_gone(current.get(d["reminderId"])) for d in stale}
+        why = {rid: reason or intent.REMINDER_CHANGED for rid, reason in gone.items()}
         self.db[dbm.MESSAGES].bulk_write(
-            [
-                end_message(d["_id"], Status.CANCELLED, _why(current.get(d["reminderId"])), now)
-                for d in stale
-            ],
+            [end_message(d["_id"], Status.CANCELLED, why[d["reminderId"]], now) for d in stale],
             ordered=False,
         )
-        alive = sorted(
-            {
-                str(d["reminderId"])
-                for d in stale
-                if d["reminderId"] in current
-                and current[d["reminderId"]].get("active", True)
-                and not current[d["reminderId"]].get("isDeleted")
-            }
-        )
+        alive = sorted({str(rid) for rid, why in gone.items() if why is None})
         if alive:
             users = sorted({str(d["userId"]) for d in stale if d["reminderId"] in alive})
             self.plan_users(users, reminders=alive)
@@ -684,13 +677,13 @@ class Planner:
                 "notificationTokenId": {"$in": list(off)},
             }
             ends = []
+            at = self.clock()
             for d in messages.find(flt, {"notificationTokenId": 1}):
                 tid = d.get("notificationTokenId")
                 if not isinstance(tid, str | int) or tid not in off:
                     continue  # written by hand: the consumer judges (and reports) it
-                why = off[tid].get("deactivationReason") or "unknown"
-                reason = f"token no longer active ({why})"
-                ends.append(end_message(d["_id"], Status.CANCELLED, reason, self.clock()))
+                reason = intent.token_off(off[tid])
+                ends.append(end_message(d["_id"], Status.CANCELLED, reason, at))
             if ends:
                 messages.bulk_write(ends, ordered=False)
                 log.info(
@@ -808,15 +801,6 @@ def _replaced(message: Doc, reminder: Doc | None) -> bool:
         return int(reminder.get("version", 1)) != int(message.get("reminderVersion", 1))
     except (TypeError, ValueError):
         return False
-
-
-def _why(reminder: Doc | None) -> str:
-    """The reason a replaced version's message ends with: the consumer's words for it."""
-    if reminder is None or reminder.get("isDeleted"):
-        return "reminder removed"
-    if not reminder.get("active", True):
-        return "reminder paused"
-    return "reminder changed since planning (moved or edited)"
 
 
 def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:

@@ -68,21 +68,37 @@ def full_reason(
         return "user turned notifications off"
     if not (prefs.get("categories") or {}).get(category, True):
         return f"user turned off {category} notifications"
-    if reminder is None or reminder.get("isDeleted"):
-        return "reminder removed"
-    if not reminder.get("active", True):
-        return "reminder paused"
+    gone = reminder_gone(reminder)
+    if gone is not None or reminder is None:
+        return gone
     if int(reminder.get("version", 1)) != item.version:
-        return "reminder changed since planning (moved or edited)"
+        return REMINDER_CHANGED
     if user.get("timezone") != item.tz:
         return f"user time zone changed to {user.get('timezone')}"
     if token is None or not token.get("isActive"):
-        why = (token or {}).get("deactivationReason") or "unknown"
-        return f"token no longer active ({why})"
+        return token_off(token)
     quiet = prefs.get("quietHours")
     if quiet and in_quiet_hours(item, quiet):
         return f"quiet hours {quiet[0]}-{quiet[1]} ({item.tz})"
     return None
+
+
+REMINDER_CHANGED = "reminder changed since planning (moved or edited)"
+
+
+def reminder_gone(reminder: Mapping[str, Any] | None) -> str | None:
+    """Why nothing of ``reminder`` may go any more (removed, or paused), or ``None``."""
+    if reminder is None or reminder.get("isDeleted"):
+        return "reminder removed"
+    if not reminder.get("active", True):
+        return "reminder paused"
+    return None
+
+
+def token_off(token: Mapping[str, Any] | None) -> str:
+    """The reason a message to a registration no longer active ends with."""
+    why = (token or {}).get("deactivationReason") or "unknown"
+    return f"token no longer active ({why})"
 
 
 class Verdict(NamedTuple):
