@@ -6,7 +6,8 @@ commits in turn. ``Coalescer`` hands each request's item to one worker thread, w
 everything waiting (up to ``max_batch``) and applies it in one call (``creator.upserts``), so a
 burst of logins pays a few commits in all. A lone request is applied at once (no waiting for
 company); each caller gets its own outcome, or its own exception: never a batch-mate's bug, and
-never a wait without end.
+never a wait without end. A caller awaits its future on the event loop (``asyncio.wrap_future``):
+one that stops waiting before its item is taken is not applied, and does not stop the others.
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ class Coalescer(Generic[I, O]):
                 if not self._queue:
                     return
                 batch, self._queue = self._queue[: self._max], self._queue[self._max :]
-            self._settle(batch)
+            # A caller that stopped waiting (its request cancelled) is dropped before its item
+            # is applied; the others' futures can no longer be cancelled: they are applied.
+            batch = [(item, f) for item, f in batch if f.set_running_or_notify_cancel()]
+            if batch:
+                self._settle(batch)
 
     def _settle(self, batch: list[tuple[I, Future[O]]]) -> None:
         """Answer every future of ``batch``, whatever happens: a caller never waits forever.

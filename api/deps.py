@@ -4,14 +4,17 @@
 dependencies below hand it to routes, and check the bearer key and its scope before a route
 runs. FastAPI runs the (synchronous) routes in its thread pool: the Manager keeps no state of
 its own between calls, pymongo's client is thread-safe, and the STOMP client sends under a lock.
+A login is awaited on the event loop instead (``Backend.login``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pymongo.database import Database
 
@@ -41,13 +44,18 @@ class Backend:
     def db(self) -> Database[Doc]:
         return self.manager.db
 
-    def login(self, user_id: str, device_id: str, token: str) -> Doc:
-        """A login (``creator.upserts.register_tokens``), with whatever logins arrive with it."""
+    async def login(self, user_id: str, device_id: str, token: str) -> Doc:
+        """A login (``creator.upserts.register_tokens``), with whatever logins arrive with it.
+
+        Awaited on the event loop, not on a worker thread: the request waits for the
+        coalescer's answer without holding a thread, nor handing over to one and back."""
         login = upserts.Login(user_id, device_id, token)
         if self.logins is not None:
-            outcome = self.logins.submit(login).result()
+            outcome = await asyncio.wrap_future(self.logins.submit(login))
         else:
-            outcome = upserts.register_tokens(self.manager, [login])[0]
+            outcome = await run_in_threadpool(
+                lambda: upserts.register_tokens(self.manager, [login])[0]
+            )
         if isinstance(outcome, TzpushError):
             raise outcome
         return outcome.doc
@@ -69,7 +77,11 @@ class Backend:
             )
 
 
-def backend(request: Request) -> Backend:
+# The dependencies below are ``async``: they never block (a hash, a comparison, a token
+# bucket), and FastAPI runs a plain ``def`` dependency on a worker thread, a hand-over and back
+# per dependency per request, each of them a wait for the interpreter's lock while the
+# coalescer's thread is busy.
+async def backend(request: Request) -> Backend:
     b: Backend = request.app.state.backend
     return b
 
@@ -79,7 +91,7 @@ BackendDep = Annotated[Backend, Depends(backend)]
 _bearer = HTTPBearer(auto_error=False, description="an API key: Authorization: Bearer <key>")
 
 
-def _caller(
+async def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
@@ -104,11 +116,11 @@ def _caller(
     return principal
 
 
-def app_caller(principal: Annotated[Principal, Depends(_caller)]) -> Principal:
+async def app_caller(principal: Annotated[Principal, Depends(_caller)]) -> Principal:
     return principal
 
 
-def ops_caller(principal: Annotated[Principal, Depends(_caller)]) -> Principal:
+async def ops_caller(principal: Annotated[Principal, Depends(_caller)]) -> Principal:
     if not principal.may("ops"):
         raise ApiProblem(
             403, f"the key {principal.name!r} has scope {principal.scope!r}; this needs ops"

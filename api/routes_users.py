@@ -65,12 +65,12 @@ def delete_user(user_id: UserId, b: BackendDep, _: AppCaller) -> Response:
     summary="A login: this device's push token now belongs to this user",
     responses=WRITES,
 )
-def put_device(
+async def put_device(
     user_id: UserId, device_id: DeviceId, body: DeviceIn, b: BackendDep, _: AppCaller
 ) -> DeviceOut:
     """One active registration per device and per token string: a device (or token) another
     user held is taken from them, and their pending messages for it are cancelled."""
-    doc = b.login(user_id, device_id, body.token)
+    doc = await b.login(user_id, device_id, body.token)
     return device_out(doc)
 
 
