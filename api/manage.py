@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from api.checks import payload_problem
@@ -47,7 +47,14 @@ class ApiManager(Manager):
             raise ApiProblem(404, f"no reminder {reminder_id!r} for user {user_id!r}")
         return doc
 
-    def put_reminder(self, user_id: str, reminder_id: str, spec: ReminderSpec) -> tuple[Doc, bool]:
+    def put_reminder(
+        self,
+        user_id: str,
+        reminder_id: str,
+        spec: ReminderSpec,
+        *,
+        patch: Callable[[Doc], ReminderSpec] | None = None,
+    ) -> tuple[Doc, bool]:
         """Create or replace (``creator.upserts.put_reminder``); returns the stored reminder and
         whether it was created. A payload over Expo's limit names its field."""
         too_big = payload_problem(spec.title, spec.body, spec.data)
@@ -55,25 +62,30 @@ class ApiManager(Manager):
             self.get_user(user_id)  # an unknown user is a 404 before a bad body is a 422
             name = "data" if spec.data else "body" if spec.body else "title"
             raise invalid([field_error(name, too_big)])
-        done = upserts.put_reminder(self, user_id, reminder_id, spec)
+        done = upserts.put_reminder(self, user_id, reminder_id, spec, patch=patch)
         return done.doc, done.change == "created"
 
     def patch_reminder(self, user_id: str, reminder_id: str, changes: Mapping[str, Any]) -> Doc:
-        """Change some fields (keys as in ``ReminderSpec``); the rest stays as stored."""
+        """Change some fields (keys as in ``ReminderSpec``); the rest stays as stored, as it is
+        when written: a change that gets in first keeps its own fields (``put_reminder``)."""
+
+        def spec_of(old: Doc) -> ReminderSpec:
+            current: dict[str, Any] = {
+                "category": old.get("category"),
+                "label": old.get("label"),
+                "at": old.get("time"),
+                "offset_minutes": old.get("offsetMinutes") or 0,
+                "weekdays": old.get("weekdays"),
+                "title": old.get("title"),
+                "body": old.get("body"),
+                "data": old.get("data"),
+                "active": bool(old.get("active", True)),
+            }
+            current.update(changes)
+            return ReminderSpec(**current)
+
         old = self.owned_reminder(user_id, reminder_id)
-        current: dict[str, Any] = {
-            "category": old.get("category"),
-            "label": old.get("label"),
-            "at": old.get("time"),
-            "offset_minutes": old.get("offsetMinutes") or 0,
-            "weekdays": old.get("weekdays"),
-            "title": old.get("title"),
-            "body": old.get("body"),
-            "data": old.get("data"),
-            "active": bool(old.get("active", True)),
-        }
-        current.update(changes)
-        doc, _ = self.put_reminder(user_id, reminder_id, ReminderSpec(**current))
+        doc, _ = self.put_reminder(user_id, reminder_id, spec_of(old), patch=spec_of)
         return doc
 
     def delete_reminder(self, user_id: str, reminder_id: str) -> None:

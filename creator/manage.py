@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from pymongo.database import Database
@@ -31,7 +31,7 @@ from shared.domain.validation import (
     validate_label,
     validate_payload,
 )
-from shared.errors import InputError, NotFoundError, TransientError
+from shared.errors import ConflictError, InputError, NotFoundError, TransientError
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import tokens
@@ -41,6 +41,12 @@ from shared.store.partitions import watermarks
 log = logging.getLogger(__name__)
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+# What a reminder change may name (``update_reminder``).
+MERGED = frozenset(
+    ("category", "label", "at", "offset_minutes", "weekdays", "title", "body", "data")
+)
+# Changes of one reminder that may get in first before a change gives up (409).
+SUPERSEDE_TRIES = 8
 
 
 def parse_weekdays(spec: str | Collection[int] | None) -> list[int] | None:
@@ -108,7 +114,7 @@ class Manager:
             and existing.get("timezone") != sets["timezone"]
         ):
             for r in self.db[dbm.REMINDERS].find({"userId": user_id, "isDeleted": False}):
-                self.supersede(r, existing, f"user time zone changed to {sets['timezone']}")
+                self.supersede_current(r, existing, f"user time zone changed to {sets['timezone']}")
         record_changes(self.db, [user_id], self.now)
         self.planner.plan_users([user_id])
         return user or {}
@@ -182,28 +188,36 @@ class Manager:
         return sorted(self.db[dbm.REMINDERS].find(flt), key=lambda r: (r["time"], r["label"]))
 
     def update_reminder(self, reminder_id: str, **changes: Any) -> Doc:
-        """Change a reminder: the old version's pending messages are cancelled, new ones planned."""
+        """Change a reminder: the old version's pending messages are cancelled, new ones planned.
+
+        Only the fields given change: the others are those of the version replaced, read again
+        if another change got in first (``supersede_current``)."""
         old = self._get_reminder(reminder_id)
-        merged = {
-            "category": old["category"],
-            "label": old["label"],
-            "at": old["time"],
-            "offset_minutes": old.get("offsetMinutes", 0),
-            "weekdays": old.get("weekdays"),
-            "title": old.get("title"),
-            "body": old.get("body"),
-            "data": old.get("data"),
-        }
         active = changes.pop("active", None)
-        unknown = set(changes) - set(merged)
+        unknown = set(changes) - MERGED
         if unknown:
             raise InputError(f"unknown reminder field(s): {', '.join(sorted(unknown))}")
-        merged.update({k: v for k, v in changes.items() if v is not None or k == "weekdays"})
-        fields = self.reminder_fields(**merged)
-        if active is not None:
-            fields["active"] = bool(active)
+
+        def fields_of(old: Doc) -> Doc:
+            merged = {
+                "category": old["category"],
+                "label": old["label"],
+                "at": old["time"],
+                "offset_minutes": old.get("offsetMinutes", 0),
+                "weekdays": old.get("weekdays"),
+                "title": old.get("title"),
+                "body": old.get("body"),
+                "data": old.get("data"),
+            }
+            merged.update({k: v for k, v in changes.items() if v is not None or k == "weekdays"})
+            fields = self.reminder_fields(**merged)
+            if active is not None:
+                fields["active"] = bool(active)
+            return fields
+
+        fields_of(old)  # a bad value is refused before anything is written
         user = self.get_user(old["userId"])
-        self.supersede(old, user, "reminder changed", extra=fields)
+        self.supersede_current(old, user, "reminder changed", fields_of)
         record_changes(self.db, [old["userId"]], self.now)
         self.planner.plan_users([old["userId"]], reminders=[reminder_id])
         return self._get_reminder(reminder_id)
@@ -211,7 +225,8 @@ class Manager:
     def remove_reminder(self, reminder_id: str) -> Doc:
         old = self._get_reminder(reminder_id)
         user = self.db[dbm.USERS].find_one({"_id": old["userId"]}) or {"timezone": "UTC"}
-        self.supersede(old, user, "reminder removed", extra={"isDeleted": True, "active": False})
+        gone = {"isDeleted": True, "active": False}
+        self.supersede_current(old, user, "reminder removed", lambda _: gone)
         record_changes(self.db, [old["userId"]], self.now)
         return self._get_reminder(reminder_id)
 
@@ -325,30 +340,42 @@ class Manager:
 
     def supersede(
         self, old: Doc, user: Mapping[str, Any], reason: str, extra: Doc | None = None
-    ) -> None:
-        """Bump the reminder's version and cancel its pending messages at the old instants.
+    ) -> bool:
+        """Bump the reminder's version and cancel its pending messages at the old instants;
+        False, having changed nothing, when the reminder is no longer the version ``old`` is:
+        the caller reads it again and starts over (``supersede_current``).
 
         The change log is stamped first (the callers stamp it again once the change is whole,
         for the consumers): a pass that read the old version and inserts it after this cancel
         finds the user there when it looks after its insert, and replaces what it inserted
-        (``Planner._replan_changed``)."""
+        (``Planner._replan_changed``).
+
+        Only the version read is replaced: two changes at once that both replaced whatever
+        was there lost one of them, and the occurrence. The second wrote its whole content
+        over the first's, and cancelled only the version it had read; the first's new message
+        kept the occurrence's slot, the unique index refused the second's, and the consumer
+        cancelled the first's at send ("reminder changed")."""
         now = self.now
         record_changes(self.db, [old["userId"]], now)
+        seen = old.get("version", 1)
         if "version" not in old:  # version 1 (as read everywhere), or $inc would make it 1 again
             self.db[dbm.REMINDERS].update_one(
                 {"_id": old["_id"], "version": {"$exists": False}}, {"$set": {"version": 1}}
             )
-        self.db[dbm.REMINDERS].update_one(
-            {"_id": old["_id"]},
+        bumped = self.db[dbm.REMINDERS].update_one(
+            {"_id": old["_id"], "version": seen},
             {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},
         )
+        if not bumped.matched_count:
+            log.info("reminder %s changed meanwhile: read again", old["_id"])
+            return False
         # Up to the end of a window in progress too: a pass that died (or is running) before its
         # watermark moved may have inserted the old version's messages beyond the watermark.
         until = watermarks(
             self.db, [old["userId"]], self.settings.creator.partitions, reach=True
         ).get(old["userId"])
         if until is None:
-            return
+            return True
         max_grace = max(c.grace_seconds for c in self.settings.categories.values())
         instants = [
             o.at
@@ -362,7 +389,7 @@ class Manager:
             )
         ]
         if not instants:
-            return
+            return True
         # Only versions up to the one replaced: a pass that saw this change (after the bump) may
         # already have planned the new version at these instants (``Planner._replan_changed``).
         res = self.db[dbm.MESSAGES].update_many(
@@ -376,6 +403,26 @@ class Manager:
             {"$set": terminal_update(Status.CANCELLED, reason, now)},
         )
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
+        return True
+
+    def supersede_current(
+        self,
+        old: Doc,
+        user: Mapping[str, Any],
+        reason: str,
+        extra_of: Callable[[Doc], Doc | None] = lambda _: None,
+    ) -> Doc:
+        """``supersede`` from ``old`` as read, with the content ``extra_of(old)``; while another
+        change of the reminder gets in first, again from the reminder as it is then. Returns the
+        version replaced. A ``ConflictError`` (409) after ``SUPERSEDE_TRIES`` lost races."""
+        for _ in range(SUPERSEDE_TRIES):
+            if self.supersede(old, user, reason, extra_of(old)):
+                return old
+            old = self._get_reminder(str(old["_id"]))
+        raise ConflictError(
+            f"reminder {old['_id']!r} changed {SUPERSEDE_TRIES} times while this change was "
+            "applied: try again"
+        )
 
 
 def user_update(user_id: str, sets: Doc) -> Doc:

@@ -30,7 +30,7 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from creator.manage import Manager, new_reminder, user_update
+from creator.manage import SUPERSEDE_TRIES, Manager, new_reminder, user_update
 from creator.planner import Known
 from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
@@ -100,23 +100,56 @@ Outcome = Done | TzpushError
 
 
 # -- one reminder ---------------------------------------------------------------------------
-def put_reminder(m: Manager, user_id: str, reminder_id: str, spec: ReminderSpec) -> Done:
+def put_reminder(
+    m: Manager,
+    user_id: str,
+    reminder_id: str,
+    spec: ReminderSpec,
+    *,
+    patch: Callable[[Doc], ReminderSpec] | None = None,
+) -> Done:
     """Create or replace the reminder ``reminder_id`` of ``user_id``, and plan it at once.
 
     The same content again changes nothing (no new version, nothing cancelled). Reminder ids are
-    global: an id another user holds is a ``ConflictError``.
+    global: an id another user holds is a ``ConflictError``. A change of the same reminder that
+    gets in between this one's read and its write makes this one start over from what is there
+    then (``Manager.supersede``); a ``ConflictError`` after ``SUPERSEDE_TRIES`` such races.
+    ``patch``: the content is ``patch(stored)``, of the reminder as read each time (a PATCH
+    changes its own fields, not the ones a change that got in first wrote); ``spec`` is
+    ``patch`` of the reminder as the caller read it.
     """
     user = m.get_user(user_id)
     validate_id(reminder_id, "reminder id")
     fields = _fields(m, spec)
+    for _ in range(SUPERSEDE_TRIES):
+        done = _put_once(m, user, user_id, reminder_id, fields, patch)
+        if done is not None:
+            return done
+    raise ConflictError(
+        f"reminder {reminder_id!r} changed {SUPERSEDE_TRIES} times while this change was "
+        "applied: try again"
+    )
+
+
+def _put_once(
+    m: Manager,
+    user: Doc,
+    user_id: str,
+    reminder_id: str,
+    fields: Doc,
+    patch: Callable[[Doc], ReminderSpec] | None,
+) -> Done | None:
+    """``put_reminder`` from the reminder as read now; None when another change got in first."""
     coll = m.db[dbm.REMINDERS]
     existing = coll.find_one({"_id": reminder_id})
+    if existing is not None and patch is not None:
+        fields = _fields(m, patch(existing))
     if existing is None:
         doc = new_reminder(user_id, reminder_id, fields, m.now)
         try:
             coll.insert_one(doc)
         except DuplicateKeyError:  # a concurrent PUT of the same id won: replace it
-            return put_reminder(m, user_id, reminder_id, spec)
+            return None
         record_changes(m.db, [user_id], m.now)
         m.planner.plan_users([user_id], reminders=[reminder_id])
         return Done(doc, "created")
@@ -127,7 +160,8 @@ def put_reminder(m: Manager, user_id: str, reminder_id: str, spec: ReminderSpec)
         m.planner.plan_users([user_id], reminders=[reminder_id])
         return Done(existing, "unchanged")
     why = "reminder replaced" if not revived else "reminder re-created"
-    m.supersede(existing, user, why, extra={**fields, "isDeleted": False})
+    if not m.supersede(existing, user, why, extra={**fields, "isDeleted": False}):
+        return None
     record_changes(m.db, [user_id], m.now)
     m.planner.plan_users([user_id], reminders=[reminder_id])
     stored = coll.find_one({"_id": reminder_id}) or {}

@@ -310,6 +310,95 @@ def test_a_reminder_written_without_a_version_keeps_its_occurrence_when_changed(
     ]
 
 
+@pytest.mark.parametrize("second", ["update", "put", "patch"])
+def test_two_changes_of_one_reminder_at_once_keep_both_and_its_occurrence(
+    world: World, monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    """Two changes of the same reminder at once, the second having read it before the first
+    wrote it. The second wrote its whole content over the first's (the first's field was lost)
+    and cancelled only the version it had read: the first's new message kept the occurrence's
+    slot, the unique index refused the second's, and the consumer cancels the first's at send
+    ("reminder changed"): nothing was sent. The second must see the first's version and start
+    again from it. Driven through the CLI's change (``update_reminder``), the API's PUT
+    (``put_reminder``) and its PATCH (``ApiManager.patch_reminder``)."""
+    from api.manage import ApiManager
+    from creator import upserts
+
+    rids = seed_article_users(world)
+    world.planner(clock=fixed_clock).run_pass()
+    first, later = world.manager(), world.manager()
+    first.planner.clock = later.planner.clock = fixed_clock
+    rid = rids["berlin"]
+    done: list[Doc] = []
+
+    def first_changes_it(real: Any) -> Any:
+        def step(*a: Any, **kw: Any) -> Any:
+            if not done:  # once: between the second's read of the reminder and its write
+                done.append(first.update_reminder(rid, body="With water"))
+            return real(*a, **kw)
+
+        return step
+
+    if second == "update":
+        monkeypatch.setattr(later, "get_user", first_changes_it(later.get_user))
+        later.update_reminder(rid, title="Citramon, 1 tablet")
+    elif second == "put":
+        monkeypatch.setattr(upserts, "_check_owner", first_changes_it(upserts._check_owner))
+        spec = upserts.ReminderSpec(
+            "medication", "Citramon", "18:00", offset_minutes=5, title="Citramon, 1 tablet"
+        )
+        upserts.put_reminder(later, "berlin", rid, spec)
+    else:
+        api = ApiManager(later.db, later.planner, later.settings)
+        monkeypatch.setattr(upserts, "_check_owner", first_changes_it(upserts._check_owner))
+        api.patch_reminder("berlin", rid, {"title": "Citramon, 1 tablet"})
+    assert done, "the first change did not run in between"
+
+    stored = world.db[dbm.REMINDERS].find_one({"_id": rid})
+    assert stored is not None and stored["version"] == 3
+    msgs = list(world.db[dbm.MESSAGES].find({"userId": "berlin"}))
+    pending = [d for d in msgs if d["status"] == "pending"]
+    assert [d["reminderVersion"] for d in pending] == [3], sorted(
+        (d["reminderVersion"], d["status"]) for d in msgs
+    )
+    assert sorted(d["reminderVersion"] for d in msgs if d["status"] == "cancelled") == [1, 2]
+    assert pending[0]["title"] == "Citramon, 1 tablet"
+    if second != "put":  # a change names its own fields: the first's body stays
+        assert stored["body"] == pending[0]["body"] == "With water"
+    else:  # a PUT replaces the whole reminder
+        assert stored.get("body") is None and pending[0].get("body") in (None, "")
+
+
+def test_a_change_that_keeps_losing_the_race_gives_up_with_a_conflict(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another change getting in first every time: the change stops after SUPERSEDE_TRIES reads,
+    with a ConflictError (a 409 at the API) naming the reminder, and has written nothing."""
+    from creator import manage
+    from shared.errors import ConflictError
+
+    rids = seed_article_users(world)
+    m = world.manager()
+    rid = rids["berlin"]
+    before = world.db[dbm.REMINDERS].find_one({"_id": rid})
+    real = m.supersede
+    tries: list[int] = []
+
+    def another_change_first(old: Doc, *a: Any, **kw: Any) -> bool:
+        tries.append(1)
+        world.db[dbm.REMINDERS].update_one({"_id": rid}, {"$inc": {"version": 1}})
+        return real(old, *a, **kw)
+
+    monkeypatch.setattr(m, "supersede", another_change_first)
+    with pytest.raises(ConflictError, match=rid):
+        m.update_reminder(rid, title="never")
+    assert len(tries) == manage.SUPERSEDE_TRIES
+    after = world.db[dbm.REMINDERS].find_one({"_id": rid})
+    assert after is not None and before is not None
+    assert after["title"] == before["title"]
+    assert after["version"] == before["version"] + manage.SUPERSEDE_TRIES
+
+
 def test_removing_a_reminder_after_planning_cancels_its_pending_message(world: World) -> None:
     rids = seed_article_users(world)
     world.planner(clock=fixed_clock).run_pass()
