@@ -52,7 +52,7 @@ def erase_user(m: Manager, user_id: str) -> Erased:
     """
     m.get_user(user_id)
     now = m.now
-    record_changes(m.db, [user_id], now)
+    record_changes(m.db, [user_id], now, erased=True)
     m.db[dbm.USERS].delete_one({"_id": user_id})
     off = tokens.deactivate(m.db, {"userId": user_id}, ERASED, now)
     m.db[dbm.TOKENS].delete_many({"userId": user_id})

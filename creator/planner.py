@@ -66,7 +66,7 @@ from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import erasure
 from shared.store import partitions as parts_store
-from shared.store.intent import changed_users
+from shared.store.intent import changed_users, erased_since
 from shared.store.messages import end as end_message
 from shared.store.partitions import Membership, backfill_buckets, ensure_partitions
 from shared.wire import SIGNATURE_HEADER, WakeUp, sign
@@ -642,7 +642,47 @@ class Planner:
         for uid in sorted(gone):
             ended, _, pseudonym = erasure.scrub(self.db, uid, self.clock(), planned_before=now)
             self._log_swept(pseudonym, ended)
+        self._sweep_recreated(sorted(users - gone), since, window, now)
         self._end_for_dead_registrations(sorted(users - gone), window, now)
+
+    def _sweep_recreated(
+        self,
+        users: list[str],
+        since: dt.datetime,
+        window: tuple[dt.datetime, dt.datetime],
+        now: dt.datetime,
+    ) -> None:
+        """Users of ``users`` (changed since a dead pass began, and existing) erased since then:
+        created again under the same id, so ``_sweep_dead_window`` did not sweep them. What the
+        dead pass planned from the erased person is pending under the new user, for
+        registrations the erasure deleted: it is ended and anonymised as the erasure does
+        (``erasure.scrub_ids``); the new user's messages, for registrations that exist, are
+        kept. A thousand users a read of the change log's erasure stamps (``erased_since``);
+        only for users erased since (usually none), a read of their registrations and of their
+        messages in the window."""
+        messages = self.db[dbm.MESSAGES]
+        for i in range(0, len(users), LOOKUP):
+            again = sorted(erased_since(self.db, users[i : i + LOOKUP], since))
+            if not again:
+                continue
+            theirs = {
+                t["_id"] for t in self.db[dbm.TOKENS].find({"userId": {"$in": again}}, {"_id": 1})
+            }
+            flt = {
+                "userId": {"$in": again},
+                "scheduledAt": {"$gte": window[0], "$lt": window[1]},
+                "status": Status.PENDING.value,
+                "isDeleted": False,
+                "plannedAt": {"$lte": now},
+            }
+            stale: dict[str, list[str]] = defaultdict(list)
+            for d in messages.find(flt, {"userId": 1, "notificationTokenId": 1}):
+                tid = d.get("notificationTokenId")
+                if isinstance(tid, str | int) and tid not in theirs:
+                    stale[str(d["userId"])].append(d["_id"])
+            for ids in stale.values():
+                ended, pseudonym = erasure.scrub_ids(self.db, ids, self.clock())
+                self._log_swept(pseudonym, ended)
 
     def _end_for_dead_registrations(
         self, users: list[str], window: tuple[dt.datetime, dt.datetime], now: dt.datetime

@@ -8,7 +8,7 @@ documents here and judges them with ``shared.domain.intent``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from pymongo import UpdateOne
 from pymongo.database import Database
@@ -22,14 +22,16 @@ from shared.wire import Item
 CHANGE_SKEW = dt.timedelta(seconds=30)
 
 
-def record_changes(database: Database[Doc], user_ids: Iterable[str], now: dt.datetime) -> None:
-    """Stamp the intent-change log so consumers recheck these users in full.
+def record_changes(
+    database: Database[Doc], user_ids: Iterable[str], now: dt.datetime, *, erased: bool = False
+) -> None:
+    """Stamp the intent-change log so consumers recheck these users in full; ``erased``: the
+    users are being erased (``erasedAt``, kept by later stamps: ``erased_since``).
 
     One write for any number of users: each write costs the server here a commit (about 10 ms
     with its log synced on commit), so a batch of users is stamped in one bulk write."""
-    ops = [
-        UpdateOne({"_id": uid}, {"$set": {"at": now}}, upsert=True) for uid in sorted(set(user_ids))
-    ]
+    sets = {"at": now, "erasedAt": now} if erased else {"at": now}
+    ops = [UpdateOne({"_id": uid}, {"$set": sets}, upsert=True) for uid in sorted(set(user_ids))]
     if ops:
         database[dbm.CHANGES].bulk_write(ops, ordered=False)
 
@@ -39,6 +41,17 @@ def changed_users(database: Database[Doc], since: dt.datetime) -> set[str]:
     entry whose id is not a string (written by hand: no user has one) is left out."""
     cur = database[dbm.CHANGES].find({"at": {"$gte": since - CHANGE_SKEW}}, {"_id": 1})
     return {d["_id"] for d in cur if isinstance(d["_id"], str)}
+
+
+def erased_since(
+    database: Database[Doc], user_ids: Collection[str], since: dt.datetime
+) -> set[str]:
+    """Which of these users (from ``changed_users``) were erased at or after ``since``, whether
+    or not they exist again (a user created again under the same id): by ``_id``."""
+    if not user_ids:
+        return set()
+    flt = {"_id": {"$in": sorted(user_ids)}, "erasedAt": {"$gte": since - CHANGE_SKEW}}
+    return {str(d["_id"]) for d in database[dbm.CHANGES].find(flt, {"_id": 1})}
 
 
 def load_current(

@@ -183,3 +183,33 @@ def test_a_user_recreated_before_the_sweep_of_a_dead_window_keeps_their_new_mess
     recreated = _recreated_after_the_look(world, monkeypatch)
     world.planner().run_pass()
     _the_new_user_kept_theirs(world, recreated)
+
+
+def test_a_user_erased_and_recreated_before_a_dead_window_is_planned_again_loses_the_old_ones(
+    world: World,
+) -> None:
+    """A pass killed after inserting for a user erased meanwhile; the backend then creates the
+    user again under the same id (a new device, a new reminder) before the window is planned
+    again. The user exists, so the pass that takes the window over did not sweep them, and their
+    registrations then were deleted, not turned off: what the dead pass planned from the erased
+    person stayed pending under the new user, with the old text and token, to end cancelled at
+    send or ``is_missed``, never anonymised. It must be ended and anonymised as the erasure
+    does, and the new user's messages kept."""
+    _seed(world)
+    dying = ErasedMidway(world.db, world.broker(), world.settings, world=world)
+    dying.die = True
+    with pytest.raises(Killed):
+        dying.run_pass()
+    left = [d["_id"] for d in world.db[dbm.MESSAGES].find({"userId": "tash"})]
+    assert left  # what the dead pass inserted for the erased person
+    m = world.manager()
+    m.upsert_user("tash", timezone="Asia/Tashkent")
+    m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
+    new = m.add_reminder(
+        "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
+    )
+    world.planner().run_pass()
+    _the_new_user_kept_theirs(world, [new["_id"]])
+    old = {d["_id"]: d for d in world.db[dbm.MESSAGES].find({"_id": {"$in": left}})}
+    assert all(d["status"] == "cancelled" and d["reason"] == "user erased" for d in old.values())
+    assert all(d["userId"].startswith("erased-") and d["token"] is None for d in old.values())
