@@ -144,14 +144,13 @@ def floor(st: BenchStack, source: str) -> Doc:
     }
 
 
-def logins(url: str, key: str, n_users: int, total: int, *, first: int = 0) -> Doc:
+def logins(url: str, key: str, n_users: int, total: int) -> Doc:
     """``total`` logins spread over CLIENTS threads; each a new device of an onboarded user.
 
     Each client is the standard library's ``http.client`` on its own keep-alive connection: the
     20 clients share the machine's two cores with the API and the database, and a client that
-    spends less of them measures the API more than itself (httpx cost about 1.3 ms of CPU per
-    request here, see docs/performance.md). ``first``: device numbers start there (a second run
-    on the same database logs in new devices, not the same ones again)."""
+    spends less of them measures the API more than itself (httpx cost about 1.9 ms of CPU per
+    request here, the standard library 0.26 ms: docs/performance.md)."""
     latencies: list[float] = []
     errors: list[int] = []
     lock = threading.Lock()
@@ -167,7 +166,7 @@ def logins(url: str, key: str, n_users: int, total: int, *, first: int = 0) -> D
             conn.request("GET", "/healthz")  # the connection is open before the clock starts
             conn.getresponse().read()
             start.wait()
-            for j in range(first + c, first + total, CLIENTS):
+            for j in range(c, total, CLIENTS):
                 i = j % n_users
                 path = f"/v1/users/{user_id(i)}/devices/login-{j}"
                 body = json.dumps({"token": f"ExponentPushToken[login-{j:07d}]"})

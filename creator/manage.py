@@ -113,8 +113,17 @@ class Manager:
             and timezone is not None
             and existing.get("timezone") != sets["timezone"]
         ):
+            why = f"user time zone changed to {sets['timezone']}"
             for r in self.db[dbm.REMINDERS].find({"userId": user_id, "isDeleted": False}):
-                self.supersede_current(r, existing, f"user time zone changed to {sets['timezone']}")
+                # The zone is written: a reminder that cannot be moved now must not stop the
+                # others (a resend finds the zone unchanged and moves none). One erased since
+                # has nothing to move; one other changes kept changing cancelled the old
+                # version at the stored zone's instants each time (``_zones``), and the
+                # consumer cancels what is left at send ("reminder changed").
+                try:
+                    self.supersede_current(r, existing, why)
+                except (NotFoundError, ConflictError) as exc:
+                    log.warning("reminder %s not moved to the new zone: %s", r["_id"], exc)
         record_changes(self.db, [user_id], self.now)
         self.planner.plan_users([user_id])
         return user or {}
@@ -377,17 +386,20 @@ class Manager:
         if until is None:
             return True
         max_grace = max(c.grace_seconds for c in self.settings.categories.values())
-        instants = [
-            o.at
-            for o in occurrences_between(
-                parse_hhmm(old["time"]),
-                user.get("timezone", "UTC"),
-                now - dt.timedelta(seconds=max_grace),
-                until + dt.timedelta(seconds=1),
-                offset_minutes=int(old.get("offsetMinutes") or 0),
-                weekdays=old.get("weekdays"),
-            )
-        ]
+        instants = sorted(
+            {
+                o.at
+                for zone in self._zones(user, old["userId"])
+                for o in occurrences_between(
+                    parse_hhmm(old["time"]),
+                    zone,
+                    now - dt.timedelta(seconds=max_grace),
+                    until + dt.timedelta(seconds=1),
+                    offset_minutes=int(old.get("offsetMinutes") or 0),
+                    weekdays=old.get("weekdays"),
+                )
+            }
+        )
         if not instants:
             return True
         # Only versions up to the one replaced: a pass that saw this change (after the bump) may
@@ -405,6 +417,23 @@ class Manager:
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
         return True
 
+    def _zones(self, user: Mapping[str, Any], user_id: str) -> list[str]:
+        """The zones whose instants a change cancels at: the one of ``user`` as the caller read
+        it, and the one stored now. A zone change that got in after that read planned the
+        version replaced at the new zone's instants; a message left there holds the slot the
+        new version needs (the unique index refuses it) and the consumer cancels it at send."""
+        zones = {str(user.get("timezone") or "UTC")}
+        stored = self.db[dbm.USERS].find_one({"_id": user_id}, {"timezone": 1})
+        if stored is not None and isinstance(stored.get("timezone"), str):
+            zones.add(stored["timezone"])
+        valid = []
+        for zone in sorted(zones):
+            try:
+                valid.append(validate_timezone(zone))
+            except InputError:  # written by hand: the consumer reports it; nothing to cancel at
+                continue
+        return valid
+
     def supersede_current(
         self,
         old: Doc,
@@ -415,10 +444,13 @@ class Manager:
         """``supersede`` from ``old`` as read, with the content ``extra_of(old)``; while another
         change of the reminder gets in first, again from the reminder as it is then. Returns the
         version replaced. A ``ConflictError`` (409) after ``SUPERSEDE_TRIES`` lost races."""
+        owner = old.get("userId")
         for _ in range(SUPERSEDE_TRIES):
             if self.supersede(old, user, reason, extra_of(old)):
                 return old
             old = self._get_reminder(str(old["_id"]))
+            if old.get("userId") != owner:  # erased, and the id taken by another user since
+                raise NotFoundError(f"no reminder {old['_id']!r} of user {owner!r}")
         raise ConflictError(
             f"reminder {old['_id']!r} changed {SUPERSEDE_TRIES} times while this change was "
             "applied: try again"

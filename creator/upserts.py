@@ -121,7 +121,9 @@ def put_reminder(
     user = m.get_user(user_id)
     validate_id(reminder_id, "reminder id")
     fields = _fields(m, spec)
-    for _ in range(SUPERSEDE_TRIES):
+    for attempt in range(SUPERSEDE_TRIES):
+        if attempt:  # erased meanwhile: a 404, not the reminder written again with its text
+            user = m.get_user(user_id)
         done = _put_once(m, user, user_id, reminder_id, fields, patch)
         if done is not None:
             return done
@@ -142,7 +144,9 @@ def _put_once(
     """``put_reminder`` from the reminder as read now; None when another change got in first."""
     coll = m.db[dbm.REMINDERS]
     existing = coll.find_one({"_id": reminder_id})
-    if existing is not None and patch is not None:
+    if patch is not None:  # a PATCH neither creates nor revives: removed meanwhile is a 404
+        if existing is None or existing.get("isDeleted") or existing.get("userId") != user_id:
+            raise NotFoundError(f"no reminder {reminder_id!r} for user {user_id!r}")
         fields = _fields(m, patch(existing))
     if existing is None:
         doc = new_reminder(user_id, reminder_id, fields, m.now)

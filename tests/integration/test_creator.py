@@ -369,6 +369,87 @@ def test_two_changes_of_one_reminder_at_once_keep_both_and_its_occurrence(
         assert stored.get("body") is None and pending[0].get("body") in (None, "")
 
 
+def test_a_change_racing_a_zone_change_keeps_the_occurrence(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reminder change reads the reminder and the user (zone Berlin); the user's zone then
+    changes to Tokyo in full (the reminder's version 2 planned at the Tokyo instant); the change
+    starts over from version 2, but cancelled at the instants of the zone it had read: the
+    version 2 message at the Tokyo instant kept the slot, the unique index refused version 3's,
+    and the consumer cancels version 2's at send: nothing sent. The cancel must cover the zone
+    as stored too."""
+    rids = seed_article_users(world)
+    world.planner(clock=fixed_clock).run_pass()
+    zone, later = world.manager(), world.manager()
+    zone.planner.clock = later.planner.clock = fixed_clock
+    rid = rids["berlin"]
+    real = later.get_user
+    moved: list[Doc] = []
+
+    def read_then_the_zone_moves(*a: Any, **kw: Any) -> Any:
+        user = real(*a, **kw)  # read before the zone change: Berlin
+        if not moved:
+            moved.append(zone.upsert_user("berlin", timezone="Asia/Tokyo"))
+        return user
+
+    monkeypatch.setattr(later, "get_user", read_then_the_zone_moves)
+    later.update_reminder(rid, title="Citramon, 1 tablet")
+    assert moved
+    msgs = list(world.db[dbm.MESSAGES].find({"userId": "berlin"}))
+    pending = [d for d in msgs if d["status"] == "pending"]
+    assert [(d["reminderVersion"], d["timezone"]) for d in pending] == [(3, "Asia/Tokyo")], sorted(
+        (d["reminderVersion"], d["status"], d["timezone"]) for d in msgs
+    )
+
+
+def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PATCH (or PUT) that read a reminder before a DELETE of it, or an erasure of its user,
+    starts over from what is there then: a removed reminder is not revived by a PATCH, nor an
+    erased user's reminder written again (with its text) by either."""
+    from api.manage import ApiManager
+    from creator import upserts
+    from creator.accounts import erase_user
+    from shared.errors import NotFoundError
+
+    rids = seed_article_users(world)
+    world.planner(clock=fixed_clock).run_pass()
+    other = world.manager()
+    api = ApiManager(world.db, world.manager().planner, world.settings)
+    real = upserts._check_owner
+    step: list[str] = []
+
+    def before_the_write(action: Any) -> Any:
+        def check(*a: Any) -> Any:
+            if not step:
+                step.append("ran")
+                action()
+            return real(*a)
+
+        return check
+
+    rid = rids["berlin"]
+    monkeypatch.setattr(
+        upserts, "_check_owner", before_the_write(lambda: other.remove_reminder(rid))
+    )
+    with pytest.raises(NotFoundError):
+        api.patch_reminder("berlin", rid, {"title": "Citramon, 1 tablet"})
+    stored = world.db[dbm.REMINDERS].find_one({"_id": rid})
+    assert stored is not None and stored["isDeleted"] and stored["title"] == "Citramon"
+
+    step.clear()
+    rid = rids["tash"]
+    monkeypatch.setattr(
+        upserts, "_check_owner", before_the_write(lambda: erase_user(other, "tash"))
+    )
+    spec = upserts.ReminderSpec("medication", "Citramon", "18:00", title="Citramon, 1 tablet")
+    with pytest.raises(NotFoundError):
+        upserts.put_reminder(api, "tash", rid, spec)
+    assert world.db[dbm.REMINDERS].count_documents({"userId": "tash"}) == 0
+    assert world.db[dbm.USERS].count_documents({"_id": "tash"}) == 0
+
+
 def test_a_change_that_keeps_losing_the_race_gives_up_with_a_conflict(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
