@@ -655,28 +655,33 @@ class Planner:
         """Users of ``users`` (changed since a dead pass began, and existing) erased since then:
         created again under the same id, so ``_sweep_dead_window`` did not sweep them. What the
         dead pass planned from the erased person is pending under the new user, for
-        registrations the erasure deleted: it is ended and anonymised as the erasure does
-        (``erasure.scrub_ids``); the new user's messages, for registrations that exist, are
-        kept. A thousand users a read of the change log's erasure stamps (``erased_since``);
-        only for users erased since (usually none), a read of their registrations and of their
-        messages in the window."""
+        registrations the erasure deleted: it is ended (if pending or missed) and anonymised as
+        the erasure does (``erasure.scrub_ids``); the new user's messages, for registrations
+        that exist, are kept. A thousand users a read of the change log's erasure stamps
+        (``erased_since``); only for users erased since (usually none), a read of their
+        messages in the window and, if any, of their registrations."""
         messages = self.db[dbm.MESSAGES]
         for i in range(0, len(users), LOOKUP):
             again = sorted(erased_since(self.db, users[i : i + LOOKUP], since))
             if not again:
                 continue
-            theirs = {
-                t["_id"] for t in self.db[dbm.TOKENS].find({"userId": {"$in": again}}, {"_id": 1})
-            }
+            # Whatever their status: one may have ended meanwhile (missed past grace, or
+            # cancelled by a change of a reminder id used again) and still carry the old text.
+            # The messages first, then the registrations: a login in between is a registration
+            # that exists, and its messages are not among those read.
             flt = {
                 "userId": {"$in": again},
                 "scheduledAt": {"$gte": window[0], "$lt": window[1]},
-                "status": Status.PENDING.value,
-                "isDeleted": False,
                 "plannedAt": {"$lte": now},
             }
+            found = list(messages.find(flt, {"userId": 1, "notificationTokenId": 1}))
+            if not found:
+                continue
+            theirs = {
+                t["_id"] for t in self.db[dbm.TOKENS].find({"userId": {"$in": again}}, {"_id": 1})
+            }
             stale: dict[str, list[str]] = defaultdict(list)
-            for d in messages.find(flt, {"userId": 1, "notificationTokenId": 1}):
+            for d in found:
                 tid = d.get("notificationTokenId")
                 if isinstance(tid, str | int) and tid not in theirs:
                     stale[str(d["userId"])].append(d["_id"])

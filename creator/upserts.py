@@ -154,6 +154,11 @@ def _put_once(
             coll.insert_one(doc)
         except DuplicateKeyError:  # a concurrent PUT of the same id won: replace it
             return None
+        if m.db[dbm.USERS].find_one({"_id": user_id}, {"_id": 1}) is None:
+            # Erased since it was read: its reminders went with it, and so does this one (the
+            # erasure's own sweep ran before this insert and never saw it).
+            coll.delete_one({"_id": reminder_id, "userId": user_id})
+            raise NotFoundError(f"no user {user_id!r}")
         record_changes(m.db, [user_id], m.now)
         m.planner.plan_users([user_id], reminders=[reminder_id])
         return Done(doc, "created")

@@ -407,7 +407,8 @@ def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
 ) -> None:
     """A PATCH (or PUT) that read a reminder before a DELETE of it, or an erasure of its user,
     starts over from what is there then: a removed reminder is not revived by a PATCH, nor an
-    erased user's reminder written again (with its text) by either."""
+    erased user's reminder written again (with its text) by either; a PUT creating a reminder
+    for a user erased meanwhile leaves none."""
     from api.manage import ApiManager
     from creator import upserts
     from creator.accounts import erase_user
@@ -448,6 +449,18 @@ def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
         upserts.put_reminder(api, "tash", rid, spec)
     assert world.db[dbm.REMINDERS].count_documents({"userId": "tash"}) == 0
     assert world.db[dbm.USERS].count_documents({"_id": "tash"}) == 0
+
+    # A PUT creating a reminder, its user erased between its read of the user and its insert.
+    real_new = upserts.new_reminder
+
+    def erased_first(*a: Any) -> Any:
+        erase_user(other, "ny")
+        return real_new(*a)
+
+    monkeypatch.setattr(upserts, "new_reminder", erased_first)
+    with pytest.raises(NotFoundError):
+        upserts.put_reminder(api, "ny", "ny-new", spec)
+    assert world.db[dbm.REMINDERS].count_documents({"_id": "ny-new"}) == 0
 
 
 def test_a_change_that_keeps_losing_the_race_gives_up_with_a_conflict(
