@@ -19,7 +19,7 @@ from typing import Any
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from creator.planner import Planner
+from creator.planner import PassReport, Planner
 from shared.domain.backoff import compute_backoff
 from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.domain.messages import Doc, Status, terminal_update
@@ -34,7 +34,7 @@ from shared.domain.validation import (
 from shared.errors import ConflictError, InputError, NotFoundError, TransientError
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.store import tokens
+from shared.store import erasure, tokens
 from shared.store.intent import record_changes
 from shared.store.partitions import watermarks
 
@@ -187,7 +187,9 @@ class Manager:
         doc = new_reminder(user_id, uuid.uuid4().hex[:16], fields, self.now)
         self.db[dbm.REMINDERS].insert_one(doc)
         record_changes(self.db, [user_id], self.now)
-        self.planner.plan_users([user_id], reminders=[doc["_id"]])
+        report = self.planner.plan_users([user_id], reminders=[doc["_id"]])
+        if self.undo_if_erased(report, reminders={user_id: [doc["_id"]]}):
+            raise NotFoundError(f"no user {user_id!r}")
         return doc
 
     def list_reminders(self, user_id: str, *, include_deleted: bool = False) -> list[Doc]:
@@ -281,7 +283,9 @@ class Manager:
                 time.sleep(compute_backoff(attempt + 1, base=0.05, cap=1.0, rng=rng))
                 continue
             record_changes(self.db, [user_id], now)
-            self.planner.plan_users([user_id], tokens=[doc["_id"]])
+            report = self.planner.plan_users([user_id], tokens=[doc["_id"]])
+            if self.undo_if_erased(report, registrations={user_id: [doc["_id"]]}):
+                raise NotFoundError(f"no user {user_id!r}")
             return doc
         raise TransientError(
             f"could not register a token for device {device!r} after {max_attempts} attempts "
@@ -416,6 +420,47 @@ class Manager:
         )
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
         return True
+
+    def undo_if_erased(
+        self,
+        report: PassReport | None,
+        *,
+        registrations: Mapping[str, Collection[str]] | None = None,
+        reminders: Mapping[str, Collection[str]] | None = None,
+    ) -> set[str]:
+        """After a creation and its planning: the users of ``registrations`` / ``reminders``
+        (registration and reminder ids just created, by user) erased since the creation read
+        them. The erasure's own sweep ran before the insert and never saw what it wrote: an
+        active registration with the erased person's token, a reminder with their text, that a
+        user created again under the same id would inherit. It is deleted here, and the users
+        are returned (for a 404). The planning looked up most of them after its own insert
+        (``report``); only the others are read."""
+        regs, reminders = registrations or {}, reminders or {}
+        users = {u for u, ids in regs.items() if ids} | {u for u, ids in reminders.items() if ids}
+        if not users:
+            return set()
+        alive = report.alive if report is not None else set()
+        erased = report.erased if report is not None else set()
+        unknown = users - alive - erased
+        gone = (erased & users) | (erasure.missing(self.db, unknown) if unknown else set())
+        if not gone:
+            return set()
+        tids = sorted({str(t) for u in gone for t in regs.get(u, ())})
+        rids = sorted({str(r) for u in gone for r in reminders.get(u, ())})
+        if tids:
+            self.db[dbm.TOKENS].delete_many({"_id": {"$in": tids}, "userId": {"$in": sorted(gone)}})
+        if rids:
+            self.db[dbm.REMINDERS].delete_many(
+                {"_id": {"$in": rids}, "userId": {"$in": sorted(gone)}}
+            )
+        log.warning(
+            "%d users erased while a change created %d registrations and %d reminders for "
+            "them: deleted",
+            len(gone),
+            len(tids),
+            len(rids),
+        )
+        return gone
 
     def _zones(self, user: Mapping[str, Any], user_id: str) -> list[str]:
         """The zones whose instants a change cancels at: the one of ``user`` as the caller read

@@ -113,6 +113,10 @@ class PassReport:
     spooled_bytes: int = 0
     notes: list[str] = field(default_factory=list)
     skipped: list[BadDocument] = field(default_factory=list)  # bad documents, each once
+    # Users a planning of a few users looked up after its insert (``_drop_erased``): found
+    # there, or erased since it read them (``Manager.undo_if_erased``).
+    alive: set[str] = field(default_factory=set)
+    erased: set[str] = field(default_factory=set)
 
     def summary(self) -> str:
         bad = (
@@ -596,8 +600,13 @@ class Planner:
         docs.sort(key=lambda d: (d["category"], d["scheduledAt"], d["_id"]))
         fresh: set[str] = set()
         inserted = self._insert(docs, report, fresh) if docs else []
-        if fresh and (gone := self._drop_erased(inserted, fresh)):
-            inserted = [d for d in inserted if d["userId"] not in gone]
+        if fresh:
+            looked = {d["userId"] for d in inserted if d["_id"] in fresh}
+            gone = self._drop_erased(inserted, fresh)
+            report.alive |= looked - gone
+            report.erased |= gone
+            if gone:
+                inserted = [d for d in inserted if d["userId"] not in gone]
         armed = self._publish(inserted)
         if armed and self.broker is not None:
             self.broker.flush()

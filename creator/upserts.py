@@ -31,7 +31,7 @@ from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from creator.manage import SUPERSEDE_TRIES, Manager, new_reminder, user_update
-from creator.planner import Known
+from creator.planner import Known, PassReport
 from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
 from shared.errors import ConflictError, NotFoundError, PermanentError, TzpushError
@@ -154,13 +154,10 @@ def _put_once(
             coll.insert_one(doc)
         except DuplicateKeyError:  # a concurrent PUT of the same id won: replace it
             return None
-        if m.db[dbm.USERS].find_one({"_id": user_id}, {"_id": 1}) is None:
-            # Erased since it was read: its reminders went with it, and so does this one (the
-            # erasure's own sweep ran before this insert and never saw it).
-            coll.delete_one({"_id": reminder_id, "userId": user_id})
-            raise NotFoundError(f"no user {user_id!r}")
         record_changes(m.db, [user_id], m.now)
-        m.planner.plan_users([user_id], reminders=[reminder_id])
+        report = m.planner.plan_users([user_id], reminders=[reminder_id])
+        if m.undo_if_erased(report, reminders={user_id: [reminder_id]}):
+            raise NotFoundError(f"no user {user_id!r}")
         return Done(doc, "created")
     _check_owner(existing, user_id, reminder_id)
     revived = bool(existing.get("isDeleted"))
@@ -190,8 +187,7 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
         return []
     if _repeats(items) or _reminder_before_its_user(items):
         done = [_one(m, it) for it in items]
-        _plan(m, items, done, set())
-        return done
+        return _undo_if_erased(m, items, done, _plan(m, items, done, set()))
     out: list[Outcome | None] = [None] * len(items)
     ids = {it.user_id for it in items}
     users = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": sorted(ids)}})}
@@ -218,8 +214,36 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
     if to_stamp:
         record_changes(m.db, to_stamp, m.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
-    _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
-    return outcomes
+    report = _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
+    return _undo_if_erased(m, items, outcomes, report)
+
+
+def _undo_if_erased(
+    m: Manager, items: Sequence[Item], outcomes: list[Outcome], report: PassReport
+) -> list[Outcome]:
+    """Registrations and reminders this call created for users erased meanwhile are deleted,
+    and those items answered 404 (``Manager.undo_if_erased``)."""
+    regs: dict[str, list[str]] = {}
+    rems: dict[str, list[str]] = {}
+    for it, o in zip(items, outcomes, strict=True):
+        if not isinstance(o, Done) or o.change != "created":
+            continue
+        if isinstance(it, Login):
+            regs.setdefault(it.user_id, []).append(str(o.doc["_id"]))
+        elif isinstance(it, ReminderPut):
+            rems.setdefault(it.user_id, []).append(it.reminder_id)
+    gone = m.undo_if_erased(report, registrations=regs, reminders=rems)
+    if not gone:
+        return outcomes
+    return [
+        NotFoundError(f"no user {it.user_id!r}")
+        if it.user_id in gone
+        and isinstance(o, Done)
+        and o.change == "created"
+        and isinstance(it, Login | ReminderPut)
+        else o
+        for it, o in zip(items, outcomes, strict=True)
+    ]
 
 
 def _held(items: Sequence[Item], outcomes: Sequence[Outcome], inserted: dict[str, Doc]) -> Known:
@@ -246,7 +270,7 @@ def _plan(
     outcomes: Sequence[Outcome],
     to_plan: set[str],
     known: Known | None = None,
-) -> None:
+) -> PassReport:
     """Plan what the items added: a new or changed user whole; a login, only its registration;
     a reminder, only that reminder (what the user's other devices and reminders have is planned
     and armed already: planning it again would insert duplicates and arm wake-ups again).
@@ -268,16 +292,23 @@ def _plan(
             regs.setdefault(it.user_id, {})[str(o.doc.get("_id"))] = o.doc
         elif isinstance(it, ReminderPut):
             rems.setdefault(it.user_id, set()).add(it.reminder_id)
+    report = PassReport()
+    reports = []
     if whole:
-        m.planner.plan_users(sorted(whole), known=known)
+        reports.append(m.planner.plan_users(sorted(whole), known=known))
     if regs:
         # Planned from the registrations just written, not read back; the user and its
         # reminders are read (after the write: ``Known``).
         held = Known(tokens={uid: list(docs.values()) for uid, docs in regs.items()})
         ids = {tid for docs in regs.values() for tid in docs}
-        m.planner.plan_users(sorted(regs), tokens=ids, known=held)
+        reports.append(m.planner.plan_users(sorted(regs), tokens=ids, known=held))
     if rems:
-        m.planner.plan_users(sorted(rems), reminders=set().union(*rems.values()))
+        reports.append(m.planner.plan_users(sorted(rems), reminders=set().union(*rems.values())))
+    for r in reports:
+        report.alive |= r.alive
+        report.erased |= r.erased
+    report.alive -= report.erased
+    return report
 
 
 def _apply_users(

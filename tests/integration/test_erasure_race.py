@@ -120,9 +120,13 @@ def test_a_login_planned_from_a_user_read_before_their_erasure_leaves_nothing_of
     planner = ErasedMidway(world.db, world.broker(), world.settings, world=world)
     m = world.manager()
     m.planner = planner
-    m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
+    from shared.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):  # erased meanwhile: its registration is deleted too
+        m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
     assert planner.erased
     _nothing_left_of(world, "tash")
+    assert world.db[dbm.TOKENS].count_documents({"userId": "tash"}) == 0
 
 
 def _recreated_after_the_look(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -219,3 +223,55 @@ def test_a_user_erased_and_recreated_before_a_dead_window_is_planned_again_loses
     assert all(d["status"] == "cancelled" and d["reason"] == "user erased" for d in old.values())
     assert all(d["userId"].startswith("erased-") and d["token"] is None for d in old.values())
     assert all(d["title"] is None for d in old.values())
+
+
+@pytest.mark.parametrize("path", ["api login", "batch reminder", "cli login", "cli reminder"])
+def test_a_creation_for_a_user_erased_meanwhile_leaves_nothing_of_theirs(
+    world: World, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """A login or a new reminder reads its user, the user is erased in full, then the creation
+    inserts: the erasure's sweep ran before and never saw it. An active registration with the
+    erased person's token (or a reminder with their text) stayed, orphaned, and a user created
+    again under the same id inherited it: pushes to the old person's device. The creation must
+    look after its insert, delete what it wrote and answer 404."""
+    import creator.manage
+    from creator import upserts
+    from shared.errors import NotFoundError
+    from shared.store import tokens as tokens_mod
+
+    _seed(world)
+    world.planner().run_pass()  # a window planned: a creation is planned at once
+    m, eraser = world.manager(), world.manager()
+
+    def erase_first(real: Any) -> Any:
+        def step(*a: Any, **kw: Any) -> Any:
+            erase_user(eraser, "tash")
+            return real(*a, **kw)
+
+        return step
+
+    spec = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
+    if path in ("api login", "batch reminder"):
+        monkeypatch.setattr(upserts, "_refused", erase_first(upserts._refused))
+        item: upserts.Item = (
+            upserts.Login("tash", "tablet", "ExponentPushToken[tablet]")
+            if path == "api login"
+            else upserts.ReminderPut("tash", "tash-vitamin", spec)
+        )
+        out = upserts.apply(m, [item])
+        assert isinstance(out[0], NotFoundError), out
+    elif path == "cli login":
+        monkeypatch.setattr(
+            tokens_mod, "new_registration", erase_first(tokens_mod.new_registration)
+        )
+        with pytest.raises(NotFoundError):
+            m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
+    else:
+        real_new = creator.manage.new_reminder
+        monkeypatch.setattr(creator.manage, "new_reminder", erase_first(real_new))
+        with pytest.raises(NotFoundError):
+            m.add_reminder("tash", category="medication", label="Vitamin D", at="09:00")
+    assert world.db[dbm.USERS].count_documents({"_id": "tash"}) == 0
+    assert list(world.db[dbm.TOKENS].find({"userId": "tash"})) == []
+    assert list(world.db[dbm.REMINDERS].find({"userId": "tash"})) == []
+    assert list(world.db[dbm.MESSAGES].find({"userId": "tash"})) == []
