@@ -262,3 +262,20 @@ def test_logins_are_planned_from_the_registrations_they_wrote_and_the_user_read_
     for i in range(5):
         token = out[i].doc["_id"]  # type: ignore[union-attr]
         assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": token}) == 1
+
+
+def test_the_check_for_users_erased_meanwhile_reads_nothing_more_for_a_login(world):
+    """A login batch of users with reminders reads its users three times: the batch's own read,
+    the planning's, and the planning's look after its insert, which also serves the check for
+    users erased meanwhile (``Manager.undo_if_erased``)."""
+    m = world.manager()
+    world.planner().run_pass()
+    upserts.apply(m, _onboarding(10))  # users with reminders: a login plans messages
+    logins = [
+        upserts.Login(f"u{i}", f"tablet-{i}", f"ExponentPushToken[tab{i}]") for i in range(10)
+    ]
+    with _W.recording():
+        out = upserts.register_tokens(m, logins)
+    assert all(isinstance(o, upserts.Done) and o.change == "created" for o in out), out
+    assert _W.seen[("insert", dbm.MESSAGES)] == 1
+    assert _W.seen[("find", dbm.USERS, "_id")] == 3, dict(_W.seen)
