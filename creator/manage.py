@@ -49,6 +49,14 @@ MERGED = frozenset(
 SUPERSEDE_TRIES = 8
 
 
+def reminder_busy(reminder_id: object) -> ConflictError:
+    """A change of a reminder that other changes got in before ``SUPERSEDE_TRIES`` times."""
+    return ConflictError(
+        f"reminder {reminder_id!r} changed {SUPERSEDE_TRIES} times while this change was "
+        "applied: try again"
+    )
+
+
 def parse_weekdays(spec: str | Collection[int] | None) -> list[int] | None:
     """``"mon,wed,fri"`` or ``[0, 2, 4]`` -> sorted list; None/"" means every day."""
     if spec is None or spec == "":
@@ -496,10 +504,7 @@ class Manager:
             old = self._get_reminder(str(old["_id"]))
             if old.get("userId") != owner:  # erased, and the id taken by another user since
                 raise NotFoundError(f"no reminder {old['_id']!r} of user {owner!r}")
-        raise ConflictError(
-            f"reminder {old['_id']!r} changed {SUPERSEDE_TRIES} times while this change was "
-            "applied: try again"
-        )
+        raise reminder_busy(old["_id"])
 
 
 def user_update(user_id: str, sets: Doc) -> Doc:

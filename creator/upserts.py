@@ -30,7 +30,7 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from creator.manage import SUPERSEDE_TRIES, Manager, new_reminder, user_update
+from creator.manage import SUPERSEDE_TRIES, Manager, new_reminder, reminder_busy, user_update
 from creator.planner import Known, PassReport
 from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
@@ -127,10 +127,7 @@ def put_reminder(
         done = _put_once(m, user, user_id, reminder_id, fields, patch)
         if done is not None:
             return done
-    raise ConflictError(
-        f"reminder {reminder_id!r} changed {SUPERSEDE_TRIES} times while this change was "
-        "applied: try again"
-    )
+    raise reminder_busy(reminder_id)
 
 
 def _put_once(
@@ -186,8 +183,9 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
     if not items:
         return []
     if _repeats(items) or _reminder_before_its_user(items):
-        done = [_one(m, it) for it in items]
-        return _undo_if_erased(m, items, done, _plan(m, items, done, set()))
+        done = [_one(m, it) for it in items]  # each single call looks for an erasure itself
+        _plan(m, items, done, set())
+        return done
     out: list[Outcome | None] = [None] * len(items)
     ids = {it.user_id for it in items}
     users = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": sorted(ids)}})}
@@ -215,35 +213,40 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
         record_changes(m.db, to_stamp, m.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
     report = _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
-    return _undo_if_erased(m, items, outcomes, report)
+    return _undo_if_erased(m, items, outcomes, report, {i for i, _, _ in later})
 
 
 def _undo_if_erased(
-    m: Manager, items: Sequence[Item], outcomes: list[Outcome], report: PassReport
+    m: Manager,
+    items: Sequence[Item],
+    outcomes: list[Outcome],
+    report: PassReport,
+    checked: Collection[int],
 ) -> list[Outcome]:
     """Registrations and reminders this call created for users erased meanwhile are deleted,
-    and those items answered 404 (``Manager.undo_if_erased``)."""
+    and those items answered 404 (``Manager.undo_if_erased``). ``checked``: items applied by a
+    single call (``register_token``, ``put_reminder``), which looked for itself."""
+    created = [
+        (i, it, o)
+        for i, (it, o) in enumerate(zip(items, outcomes, strict=True))
+        if i not in checked
+        and isinstance(o, Done)
+        and o.change == "created"
+        and isinstance(it, Login | ReminderPut)
+    ]
     regs: dict[str, list[str]] = {}
     rems: dict[str, list[str]] = {}
-    for it, o in zip(items, outcomes, strict=True):
-        if not isinstance(o, Done) or o.change != "created":
-            continue
+    for _, it, o in created:
         if isinstance(it, Login):
             regs.setdefault(it.user_id, []).append(str(o.doc["_id"]))
         elif isinstance(it, ReminderPut):
             rems.setdefault(it.user_id, []).append(it.reminder_id)
     gone = m.undo_if_erased(report, registrations=regs, reminders=rems)
-    if not gone:
-        return outcomes
-    return [
-        NotFoundError(f"no user {it.user_id!r}")
-        if it.user_id in gone
-        and isinstance(o, Done)
-        and o.change == "created"
-        and isinstance(it, Login | ReminderPut)
-        else o
-        for it, o in zip(items, outcomes, strict=True)
-    ]
+    out = list(outcomes)
+    for i, it, _ in created:
+        if it.user_id in gone:
+            out[i] = NotFoundError(f"no user {it.user_id!r}")
+    return out
 
 
 def _held(items: Sequence[Item], outcomes: Sequence[Outcome], inserted: dict[str, Doc]) -> Known:
