@@ -188,7 +188,7 @@ class Manager:
         data: Mapping[str, Any] | None = None,
     ) -> Doc:
         """Add a reminder and plan it; returns the stored document (its ``_id`` is the new id)."""
-        self.get_user(user_id)
+        user = self.get_user(user_id)
         fields = self.reminder_fields(
             category, label, at, offset_minutes, weekdays, title, body, data
         )
@@ -196,8 +196,8 @@ class Manager:
         self.db[dbm.REMINDERS].insert_one(doc)
         record_changes(self.db, [user_id], self.now)
         report = self.planner.plan_users([user_id], reminders=[doc["_id"]])
-        if self.undo_if_erased(report, reminders={user_id: [doc["_id"]]}):
-            raise NotFoundError(f"no user {user_id!r}")
+        if self.undo_if_erased(report, read=_born(user), reminders={user_id: [doc["_id"]]}):
+            raise erased_meanwhile(user_id)
         return doc
 
     def list_reminders(self, user_id: str, *, include_deleted: bool = False) -> list[Doc]:
@@ -265,7 +265,7 @@ class Manager:
         token = validate_expo_token(token)
         _check_id(device, "device id")
         _check_id(user_id, "user id")
-        self.get_user(user_id)
+        user = self.get_user(user_id)
         rng = random.Random()
         for attempt in range(max_attempts):
             now = self.now
@@ -292,8 +292,8 @@ class Manager:
                 continue
             record_changes(self.db, [user_id], now)
             report = self.planner.plan_users([user_id], tokens=[doc["_id"]])
-            if self.undo_if_erased(report, registrations={user_id: [doc["_id"]]}):
-                raise NotFoundError(f"no user {user_id!r}")
+            if self.undo_if_erased(report, read=_born(user), registrations={user_id: [doc["_id"]]}):
+                raise erased_meanwhile(user_id)
             return doc
         raise TransientError(
             f"could not register a token for device {device!r} after {max_attempts} attempts "
@@ -433,24 +433,36 @@ class Manager:
         self,
         report: PassReport | None,
         *,
+        read: Mapping[str, Any],
         registrations: Mapping[str, Collection[str]] | None = None,
         reminders: Mapping[str, Collection[str]] | None = None,
     ) -> set[str]:
         """After a creation and its planning: the users of ``registrations`` / ``reminders``
         (registration and reminder ids just created, by user) erased since the creation read
-        them. The erasure's own sweep ran before the insert and never saw what it wrote: an
-        active registration with the erased person's token, a reminder with their text, that a
-        user created again under the same id would inherit. It is deleted here, and the users
-        are returned (for a 404). The planning looked up most of them after its own insert
-        (``report``); only the others are read."""
+        them (``read``: their ``createdAt`` then), whether or not a user was created again
+        under the same id since. The erasure's own sweep ran before the insert and never saw
+        what it wrote: an active registration with the erased person's token, a reminder with
+        their text, that a user created again under the same id would inherit (their pushes
+        sent to the old person's device). It is deleted here, what was planned from it is ended
+        and anonymised as the erasure does, and the users are returned (for a 404). The
+        planning looked up most of them after its own insert (``report``); only the others are
+        read."""
         regs, reminders = registrations or {}, reminders or {}
         users = {u for u, ids in regs.items() if ids} | {u for u, ids in reminders.items() if ids}
         if not users:
             return set()
-        alive = report.alive if report is not None else set()
+        found: dict[str, Any] = dict(report.alive) if report is not None else {}
         erased = report.erased if report is not None else set()
-        unknown = users - alive - erased
-        gone = (erased & users) | (erasure.missing(self.db, unknown) if unknown else set())
+        unknown = users - found.keys() - erased
+        if unknown:
+            found.update(erasure.incarnations(self.db, unknown))
+        gone = {
+            u
+            for u in users
+            if u in erased
+            or u not in found
+            or (u in read and not erasure.same_user(read[u], found[u]))
+        }
         if not gone:
             return set()
         tids = sorted({str(t) for u in gone for t in regs.get(u, ())})
@@ -461,14 +473,36 @@ class Manager:
             self.db[dbm.REMINDERS].delete_many(
                 {"_id": {"$in": rids}, "userId": {"$in": sorted(gone)}}
             )
+        again = sorted(gone & found.keys())  # created again: what was planned from it is theirs
+        ended = self._scrub_planned(again, tids, rids) if again else 0
         log.warning(
             "%d users erased while a change created %d registrations and %d reminders for "
-            "them: deleted",
+            "them (%d created again meanwhile): deleted, %d messages planned from them ended",
             len(gone),
             len(tids),
             len(rids),
+            len(again),
+            ended,
         )
         return gone
+
+    def _scrub_planned(self, users: list[str], tids: list[str], rids: list[str]) -> int:
+        """Messages of ``users`` planned for these registrations or reminders (of an erased
+        person, kept by a user created again under the same id): ended and anonymised as the
+        erasure does (``erasure.scrub_ids``), one user at a time. Returns how many ended."""
+        messages = self.db[dbm.MESSAGES]
+        ids: dict[str, list[Any]] = {}
+        for field_name, values in (("notificationTokenId", tids), ("reminderId", rids)):
+            if not values:
+                continue
+            flt = {"userId": {"$in": users}, field_name: {"$in": values}}
+            for d in messages.find(flt, {"userId": 1}):
+                ids.setdefault(str(d["userId"]), []).append(d["_id"])
+        ended = 0
+        for uid in sorted(ids):
+            n, _ = erasure.scrub_ids(self.db, sorted(set(ids[uid]), key=str), self.now)
+            ended += n
+        return ended
 
     def _zones(self, user: Mapping[str, Any], user_id: str) -> list[str]:
         """The zones whose instants a change cancels at: the one of ``user`` as the caller read
@@ -513,6 +547,18 @@ def user_update(user_id: str, sets: Doc) -> Doc:
         "$set": sets,
         "$setOnInsert": {"createdAt": sets["updatedAt"], "bucket": bucket_of(user_id)},
     }
+
+
+def erased_meanwhile(user_id: str) -> NotFoundError:
+    """The answer to a creation for a user erased while it was applied (nothing of it kept)."""
+    return NotFoundError(
+        f"no user {user_id!r}: erased while this change was applied (nothing of it was kept)"
+    )
+
+
+def _born(user: Mapping[str, Any]) -> dict[str, Any]:
+    """A user as a change read it, for ``Manager.undo_if_erased``: its id and ``createdAt``."""
+    return {str(user["_id"]): user.get("createdAt")}
 
 
 def new_reminder(user_id: str, reminder_id: str, fields: Doc, now: dt.datetime) -> Doc:

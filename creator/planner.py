@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -114,8 +114,9 @@ class PassReport:
     notes: list[str] = field(default_factory=list)
     skipped: list[BadDocument] = field(default_factory=list)  # bad documents, each once
     # Users a planning of a few users looked up after its insert (``_drop_erased``): found
-    # there, or erased since it read them (``Manager.undo_if_erased``).
-    alive: set[str] = field(default_factory=set)
+    # there (with the ``createdAt`` found: a user erased and created again is another), or
+    # erased since it read them (``Manager.undo_if_erased``).
+    alive: dict[str, Any] = field(default_factory=dict)
     erased: set[str] = field(default_factory=set)
 
     def summary(self) -> str:
@@ -601,9 +602,9 @@ class Planner:
         fresh: set[str] = set()
         inserted = self._insert(docs, report, fresh) if docs else []
         if fresh:
-            looked = {d["userId"] for d in inserted if d["_id"] in fresh}
-            gone = self._drop_erased(inserted, fresh)
-            report.alive |= looked - gone
+            seen: dict[str, Any] = {}
+            gone = self._drop_erased(inserted, fresh, read=users, seen=seen)
+            report.alive.update({u: at for u, at in seen.items() if u not in gone})
             report.erased |= gone
             if gone:
                 inserted = [d for d in inserted if d["userId"] not in gone]
@@ -613,18 +614,39 @@ class Planner:
         report.wakeups += len(armed)
 
     def _drop_erased(
-        self, docs: list[Doc], fresh: set[str], *, among: set[str] | None = None
+        self,
+        docs: list[Doc],
+        fresh: set[str],
+        *,
+        among: set[str] | None = None,
+        read: Mapping[str, Doc] | None = None,
+        seen: dict[str, Any] | None = None,
     ) -> set[str]:
         """After an insert: the users of ``docs`` erased meanwhile (this planning read them
         before the erasure, whose own sweep ran before the insert), with what this call inserted
         for them (``fresh`` ids, and only those: a user re-created under the same id meanwhile
         keeps their new messages) ended and anonymised as the erasure does. A pass looks only
         at users its change log shows changed since it began (``among``); a planning of a few
-        users looks them all up."""
+        users looks them all up. ``read``: the user documents the planning read; one found now
+        with another ``createdAt`` was erased and created again since, and what was planned
+        from the erased person's documents is theirs too. ``seen``: filled with the users found
+        and their ``createdAt``."""
         users = {d["userId"] for d in docs if d["_id"] in fresh}
         if among is not None:
             users &= among
-        gone = erasure.missing(self.db, users)
+        found = erasure.incarnations(self.db, users)
+        if seen is not None:
+            seen.update(found)
+        gone = {
+            u
+            for u in users
+            if u not in found
+            or (
+                read is not None
+                and u in read
+                and not erasure.same_user(read[u].get("createdAt"), found[u])
+            )
+        }
         for uid in sorted(gone):
             ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]
             ended, pseudonym = erasure.scrub_ids(self.db, ids, self.clock())

@@ -30,7 +30,14 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from creator.manage import SUPERSEDE_TRIES, Manager, new_reminder, reminder_busy, user_update
+from creator.manage import (
+    SUPERSEDE_TRIES,
+    Manager,
+    erased_meanwhile,
+    new_reminder,
+    reminder_busy,
+    user_update,
+)
 from creator.planner import Known, PassReport
 from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
@@ -153,8 +160,9 @@ def _put_once(
             return None
         record_changes(m.db, [user_id], m.now)
         report = m.planner.plan_users([user_id], reminders=[reminder_id])
-        if m.undo_if_erased(report, reminders={user_id: [reminder_id]}):
-            raise NotFoundError(f"no user {user_id!r}")
+        read = {user_id: user.get("createdAt")}
+        if m.undo_if_erased(report, read=read, reminders={user_id: [reminder_id]}):
+            raise erased_meanwhile(user_id)
         return Done(doc, "created")
     _check_owner(existing, user_id, reminder_id)
     revived = bool(existing.get("isDeleted"))
@@ -213,7 +221,11 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
         record_changes(m.db, to_stamp, m.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
     report = _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
-    return _undo_if_erased(m, items, outcomes, report, {i for i, _, _ in later})
+    read = {u: d.get("createdAt") for u, d in users.items()}
+    for it, o in zip(items, outcomes, strict=True):  # created or found by this call
+        if isinstance(it, UserChange) and isinstance(o, Done):
+            read[it.user_id] = o.doc.get("createdAt")
+    return _undo_if_erased(m, items, outcomes, report, read, {i for i, _, _ in later})
 
 
 def _undo_if_erased(
@@ -221,11 +233,13 @@ def _undo_if_erased(
     items: Sequence[Item],
     outcomes: list[Outcome],
     report: PassReport,
+    read: Mapping[str, Any],
     checked: Collection[int],
 ) -> list[Outcome]:
     """Registrations and reminders this call created for users erased meanwhile are deleted,
-    and those items answered 404 (``Manager.undo_if_erased``). ``checked``: items applied by a
-    single call (``register_token``, ``put_reminder``), which looked for itself."""
+    and those items answered 404 (``Manager.undo_if_erased``; ``read``: the users' ``createdAt``
+    as this call read or wrote them). ``checked``: items applied by a single call
+    (``register_token``, ``put_reminder``), which looked for itself."""
     created = [
         (i, it, o)
         for i, (it, o) in enumerate(zip(items, outcomes, strict=True))
@@ -241,11 +255,11 @@ def _undo_if_erased(
             regs.setdefault(it.user_id, []).append(str(o.doc["_id"]))
         elif isinstance(it, ReminderPut):
             rems.setdefault(it.user_id, []).append(it.reminder_id)
-    gone = m.undo_if_erased(report, registrations=regs, reminders=rems)
+    gone = m.undo_if_erased(report, read=read, registrations=regs, reminders=rems)
     out = list(outcomes)
     for i, it, _ in created:
         if it.user_id in gone:
-            out[i] = NotFoundError(f"no user {it.user_id!r}")
+            out[i] = erased_meanwhile(it.user_id)
     return out
 
 
@@ -308,9 +322,10 @@ def _plan(
     if rems:
         reports.append(m.planner.plan_users(sorted(rems), reminders=set().union(*rems.values())))
     for r in reports:
-        report.alive |= r.alive
+        report.alive.update(r.alive)
         report.erased |= r.erased
-    report.alive -= report.erased
+    for uid in report.erased:
+        report.alive.pop(uid, None)
     return report
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Collection
+from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.database import Database
@@ -82,11 +83,33 @@ def _anonymous(now: dt.datetime) -> tuple[str, Doc]:
 
 def missing(database: Database[Doc], user_ids: Collection[str]) -> set[str]:
     """Which of these users no longer exist (lookups by id, ``LOOKUP`` at a time)."""
+    ids = {u for u in user_ids if isinstance(u, str)}
+    return ids - incarnations(database, ids).keys()
+
+
+def same_user(read: Any, found: Any) -> bool:
+    """Whether a user's ``createdAt`` as a change read (or wrote) it and as found later are the
+    same user's: the database keeps milliseconds, a document written from Python holds
+    microseconds; a naive instant is UTC."""
+    if isinstance(read, dt.datetime) and isinstance(found, dt.datetime):
+        return _ms(read) == _ms(found)
+    return bool(read == found)
+
+
+def _ms(at: dt.datetime) -> dt.datetime:
+    at = at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
+    return at.astimezone(dt.UTC).replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def incarnations(database: Database[Doc], user_ids: Collection[str]) -> dict[str, Any]:
+    """Those of these users that exist, each with its ``createdAt``: which user holds the id
+    now. A user erased and created again under the same id is another one, with a later
+    ``createdAt``: a change that read the first compares (``Manager.undo_if_erased``).
+    Lookups by id, ``LOOKUP`` at a time."""
     ids = sorted(u for u in user_ids if isinstance(u, str))
-    present: set[str] = set()
+    found: dict[str, Any] = {}
     for i in range(0, len(ids), LOOKUP):
         part = ids[i : i + LOOKUP]
-        present.update(
-            d["_id"] for d in database[dbm.USERS].find({"_id": {"$in": part}}, {"_id": 1})
-        )
-    return set(ids) - present
+        for d in database[dbm.USERS].find({"_id": {"$in": part}}, {"createdAt": 1}):
+            found[d["_id"]] = d.get("createdAt")
+    return found

@@ -46,6 +46,7 @@ class ErasedMidway(Planner):
 
     victim = "tash"
     die = False
+    recreate = False  # the user created again under the same id right after the erasure
     eraser_behind = dt.timedelta(0)  # how far behind the erasing process's clock is
 
     def __init__(self, *args: Any, world: World, **kw: Any) -> None:
@@ -61,6 +62,11 @@ class ErasedMidway(Planner):
             eraser = self.world.manager()
             eraser.planner.clock = lambda: dt.datetime.now(dt.UTC) - self.eraser_behind
             erase_user(eraser, self.victim)
+            if self.recreate:
+                eraser.upsert_user(self.victim, timezone="Asia/Tashkent")
+                eraser.register_token(
+                    self.victim, device="new-phone", token="ExponentPushToken[new-phone]"
+                )
             out = super()._insert(docs, report, *([] if fresh is None else [fresh]))
             if self.die:
                 raise Killed("killed after the insert")
@@ -129,16 +135,42 @@ def test_a_login_planned_from_a_user_read_before_their_erasure_leaves_nothing_of
     assert world.db[dbm.TOKENS].count_documents({"userId": "tash"}) == 0
 
 
+def test_a_login_planned_from_a_user_erased_and_created_again_meanwhile_leaves_nothing(
+    world: World,
+) -> None:
+    """A login's planning reads the user and their reminders; the user is erased and created
+    again under the same id (a new device) before the planning inserts. What it planned from
+    the erased person's reminders, for the login's registration, is under the new user: it must
+    be ended and anonymised (the user found has another ``createdAt`` than the one read), and
+    the login's registration deleted (404). The new user's registration stays."""
+    _seed(world)
+    world.planner().run_pass()
+    planner = ErasedMidway(world.db, world.broker(), world.settings, world=world)
+    planner.recreate = True
+    m = world.manager()
+    m.planner = planner
+    from shared.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
+    assert planner.erased
+    assert [t["deviceId"] for t in world.db[dbm.TOKENS].find({"userId": "tash"})] == ["new-phone"]
+    assert world.db[dbm.MESSAGES].count_documents({"userId": "tash"}) == 0
+    assert world.db[dbm.MESSAGES].count_documents({"title": "Citramon", "userId": "tash"}) == 0
+    ended = list(world.db[dbm.MESSAGES].find({"erasedAt": {"$exists": True}}))
+    assert ended and all(d["status"] == "cancelled" and d["token"] is None for d in ended)
+
+
 def _recreated_after_the_look(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make the backend create ``tash`` again (same id, a new device and a new reminder, planned
     at once) right after the planner's look has found them gone; the new reminder's id is put
     in the list returned once that happened."""
-    real = erasure.missing
+    real = erasure.incarnations
     recreated: list[str] = []
 
-    def missing_then_recreated(database: Any, user_ids: Any) -> set[str]:
-        gone = real(database, user_ids)
-        if "tash" in gone and not recreated:
+    def looked_then_recreated(database: Any, user_ids: Any) -> dict[str, Any]:
+        found = real(database, user_ids)
+        if "tash" in user_ids and "tash" not in found and not recreated:
             m = world.manager()
             m.upsert_user("tash", timezone="Asia/Tashkent")
             m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
@@ -146,9 +178,9 @@ def _recreated_after_the_look(world: World, monkeypatch: pytest.MonkeyPatch) -> 
                 "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
             )
             recreated.append(new["_id"])
-        return gone
+        return found
 
-    monkeypatch.setattr(erasure, "missing", missing_then_recreated)
+    monkeypatch.setattr(erasure, "incarnations", looked_then_recreated)
     return recreated
 
 
@@ -275,3 +307,78 @@ def test_a_creation_for_a_user_erased_meanwhile_leaves_nothing_of_theirs(
     assert list(world.db[dbm.TOKENS].find({"userId": "tash"})) == []
     assert list(world.db[dbm.REMINDERS].find({"userId": "tash"})) == []
     assert list(world.db[dbm.MESSAGES].find({"userId": "tash"})) == []
+
+
+@pytest.mark.parametrize("path", ["api login", "batch reminder", "cli login", "cli reminder"])
+def test_a_creation_for_a_user_erased_and_created_again_meanwhile_leaves_nothing_of_theirs(
+    world: World, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """As above, but the backend creates the user again under the same id (a new device, a new
+    reminder) before the creation inserts. The user exists at the creation's look, so it kept
+    what it wrote: the erased person's token as an active registration of the new user (their
+    reminders pushed to the old person's device), or the erased person's reminder planned for
+    the new user's device. The creation must compare the user it read with the one it finds
+    (``createdAt``), delete what it wrote, end and anonymise what was planned from it, answer
+    404, and leave the new user's own documents and messages as they are."""
+    import creator.manage
+    from creator import upserts
+    from shared.errors import NotFoundError
+    from shared.store import tokens as tokens_mod
+
+    _seed(world)
+    world.planner().run_pass()  # a window planned: a creation is planned at once
+    m, other = world.manager(), world.manager()
+    new: dict[str, str] = {}
+
+    def erase_and_recreate_first(real: Any) -> Any:
+        def step(*a: Any, **kw: Any) -> Any:
+            if not new:
+                new["user"] = "tash"
+                erase_user(other, "tash")
+                other.upsert_user("tash", timezone="Asia/Tashkent")
+                reg = other.register_token(
+                    "tash", device="new-phone", token="ExponentPushToken[new-phone]"
+                )
+                rem = other.add_reminder(
+                    "tash", category="meal", label="lunch", at="12:30", title="Lunch"
+                )
+                new.update(reg=str(reg["_id"]), rem=str(rem["_id"]))
+            return real(*a, **kw)
+
+        return step
+
+    spec = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
+    if path in ("api login", "batch reminder"):
+        monkeypatch.setattr(upserts, "_refused", erase_and_recreate_first(upserts._refused))
+        item: upserts.Item = (
+            upserts.Login("tash", "tablet", "ExponentPushToken[tablet]")
+            if path == "api login"
+            else upserts.ReminderPut("tash", "tash-vitamin", spec)
+        )
+        out = upserts.apply(m, [item])
+        assert isinstance(out[0], NotFoundError), out
+    elif path == "cli login":
+        monkeypatch.setattr(
+            tokens_mod, "new_registration", erase_and_recreate_first(tokens_mod.new_registration)
+        )
+        with pytest.raises(NotFoundError):
+            m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
+    else:
+        real_new = creator.manage.new_reminder
+        monkeypatch.setattr(creator.manage, "new_reminder", erase_and_recreate_first(real_new))
+        with pytest.raises(NotFoundError):
+            m.add_reminder(
+                "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
+            )
+    assert new
+    regs = list(world.db[dbm.TOKENS].find({"userId": "tash"}))
+    assert [str(t["_id"]) for t in regs] == [new["reg"]], regs
+    rems = list(world.db[dbm.REMINDERS].find({"userId": "tash"}))
+    assert [str(r["_id"]) for r in rems] == [new["rem"]], rems
+    mine = list(world.db[dbm.MESSAGES].find({"userId": "tash"}))
+    assert mine, "the new user's own reminder is planned for their own device"
+    for d in mine:
+        assert (str(d["notificationTokenId"]), str(d["reminderId"])) == (new["reg"], new["rem"])
+        assert d["status"] == "pending" and d["title"] == "Lunch", d
+    assert not list(world.db[dbm.MESSAGES].find({"token": "ExponentPushToken[tablet]"}))
+    assert not list(world.db[dbm.MESSAGES].find({"title": "Vitamin D"}))

@@ -67,3 +67,21 @@ def test_quiet_hours_wrap_midnight_and_use_local_time() -> None:
     assert snapshot_reason(dataclasses.replace(ITEM, quiet=["18:00", "18:30"])) == (
         "quiet hours 18:00-18:30 (Europe/Berlin)"
     )
+
+
+def test_a_user_read_and_found_again_is_the_same_user_at_the_databases_precision() -> None:
+    """A user document written from Python holds microseconds, the database keeps milliseconds:
+    the creation that wrote it and the look that reads it back must agree it is the same user
+    (else every batch that creates users would undo its own logins). Another millisecond is
+    another user (erased and created again); a naive instant is UTC."""
+    import datetime as dt
+
+    from shared.store.erasure import same_user
+
+    written = dt.datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=dt.UTC)
+    stored = dt.datetime(2026, 12, 2, 12, 0, 0, 123000, tzinfo=dt.UTC)
+    assert same_user(written, stored)
+    assert same_user(written, stored.replace(tzinfo=None))
+    assert not same_user(written, stored + dt.timedelta(milliseconds=1))
+    assert same_user(None, None)  # written by hand without one: only a missing user is seen
+    assert not same_user(None, stored)
