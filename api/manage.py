@@ -23,7 +23,7 @@ from typing import Any
 from api.checks import payload_problem
 from api.problems import ApiProblem, field_error, invalid
 from creator import accounts, upserts
-from creator.manage import Manager
+from creator.manage import Manager, stored_content
 from creator.upserts import ReminderSpec
 from shared.domain.messages import Doc
 from shared.store import db as dbm
@@ -70,19 +70,7 @@ class ApiManager(Manager):
         when written: a change that gets in first keeps its own fields (``put_reminder``)."""
 
         def spec_of(old: Doc) -> ReminderSpec:
-            current: dict[str, Any] = {
-                "category": old.get("category"),
-                "label": old.get("label"),
-                "at": old.get("time"),
-                "offset_minutes": old.get("offsetMinutes") or 0,
-                "weekdays": old.get("weekdays"),
-                "title": old.get("title"),
-                "body": old.get("body"),
-                "data": old.get("data"),
-                "active": bool(old.get("active", True)),
-            }
-            current.update(changes)
-            return ReminderSpec(**current)
+            return ReminderSpec(**{**stored_content(old), **changes})
 
         old = self.owned_reminder(user_id, reminder_id)
         doc, _ = self.put_reminder(user_id, reminder_id, spec_of(old), patch=spec_of)

@@ -218,16 +218,8 @@ class Manager:
             raise InputError(f"unknown reminder field(s): {', '.join(sorted(unknown))}")
 
         def fields_of(old: Doc) -> Doc:
-            merged = {
-                "category": old["category"],
-                "label": old["label"],
-                "at": old["time"],
-                "offset_minutes": old.get("offsetMinutes", 0),
-                "weekdays": old.get("weekdays"),
-                "title": old.get("title"),
-                "body": old.get("body"),
-                "data": old.get("data"),
-            }
+            merged = stored_content(old)
+            del merged["active"]
             merged.update({k: v for k, v in changes.items() if v is not None or k == "weekdays"})
             fields = self.reminder_fields(**merged)
             if active is not None:
@@ -546,6 +538,24 @@ def user_update(user_id: str, sets: Doc) -> Doc:
     return {
         "$set": sets,
         "$setOnInsert": {"createdAt": sets["updatedAt"], "bucket": bucket_of(user_id)},
+    }
+
+
+def stored_content(old: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored reminder's content, keyed as ``Manager.reminder_fields`` takes it, and whether
+    it is active: what a change merges its own fields into (the CLI's ``reminders update``, the
+    API's PATCH). A field missing from a document written by hand is None, which
+    ``reminder_fields`` refuses with a message naming it (not a ``KeyError``)."""
+    return {
+        "category": old.get("category"),
+        "label": old.get("label"),
+        "at": old.get("time"),
+        "offset_minutes": old.get("offsetMinutes") or 0,
+        "weekdays": old.get("weekdays"),
+        "title": old.get("title"),
+        "body": old.get("body"),
+        "data": old.get("data"),
+        "active": bool(old.get("active", True)),
     }
 
 

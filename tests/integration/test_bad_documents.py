@@ -293,3 +293,28 @@ def test_doctor_is_quiet_about_sound_documents(world: World) -> None:
     world.user("fine-user")
     checks = {c.name: c for c in run_checks(world.settings)}
     assert checks["documents"].status == "ok"
+
+
+# -- a change of a reminder written by hand ------------------------------------------------------
+def test_a_change_of_a_reminder_written_by_hand_without_a_field_is_refused_with_a_message(
+    world: World,
+) -> None:
+    """The CLI's ``reminders update`` and the API's PATCH merge a change into the stored
+    reminder the same way (``creator.manage.stored_content``): a field the stored document
+    lacks is refused naming it, by both, not a ``KeyError`` from one of them."""
+    from creator import upserts
+    from shared.errors import InputError
+
+    world.user("hand", "Europe/Berlin")
+    doc = raw_reminder("hand-r", "hand")
+    del doc["category"]
+    world.db[dbm.REMINDERS].insert_one(doc)
+    m = world.manager()
+    with pytest.raises(InputError, match="category None"):
+        m.update_reminder("hand-r", label="Lunch")
+    from api.manage import ApiManager
+
+    with pytest.raises(InputError, match="category None"):
+        ApiManager(m.db, m.planner, m.settings).patch_reminder("hand", "hand-r", {"label": "L"})
+    api = upserts.ReminderSpec(category="meal", label="x", at="12:30")  # a whole PUT is fine
+    assert isinstance(upserts.put_reminder(m, "hand", "hand-r", api), upserts.Done)
