@@ -460,7 +460,11 @@ class Manager:
         tids = sorted({str(t) for u in gone for t in regs.get(u, ())})
         rids = sorted({str(r) for u in gone for r in reminders.get(u, ())})
         if tids:
-            self.db[dbm.TOKENS].delete_many({"_id": {"$in": tids}, "userId": {"$in": sorted(gone)}})
+            # Turned off first, as an erasure does: the change log is stamped, so a consumer
+            # rechecks whatever a planning that read them before this may still insert.
+            mine = {"_id": {"$in": tids}, "userId": {"$in": sorted(gone)}}
+            tokens.deactivate(self.db, mine, ERASED_MEANWHILE, self.now)
+            self.db[dbm.TOKENS].delete_many(mine)
         if rids:
             self.db[dbm.REMINDERS].delete_many(
                 {"_id": {"$in": rids}, "userId": {"$in": sorted(gone)}}
@@ -557,6 +561,9 @@ def stored_content(old: Mapping[str, Any]) -> dict[str, Any]:
         "data": old.get("data"),
         "active": bool(old.get("active", True)),
     }
+
+
+ERASED_MEANWHILE = "user erased while this login was applied"
 
 
 def erased_meanwhile(user_id: str) -> NotFoundError:

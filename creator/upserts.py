@@ -43,7 +43,7 @@ from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
 from shared.errors import ConflictError, NotFoundError, PermanentError, TzpushError
 from shared.store import db as dbm
-from shared.store import tokens
+from shared.store import erasure, tokens
 from shared.store.intent import record_changes
 
 log = logging.getLogger(__name__)
@@ -125,12 +125,14 @@ def put_reminder(
     changes its own fields, not the ones a change that got in first wrote); ``spec`` is
     ``patch`` of the reminder as the caller read it.
     """
-    user = m.get_user(user_id)
+    first = user = m.get_user(user_id)
     validate_id(reminder_id, "reminder id")
     fields = _fields(m, spec)
     for attempt in range(SUPERSEDE_TRIES):
         if attempt:  # erased meanwhile: a 404, not the reminder written again with its text
             user = m.get_user(user_id)
+            if not erasure.same_user(first.get("createdAt"), user.get("createdAt")):
+                raise erased_meanwhile(user_id)  # and created again: not this request's user
         done = _put_once(m, user, user_id, reminder_id, fields, patch)
         if done is not None:
             return done
@@ -221,9 +223,12 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
         record_changes(m.db, to_stamp, m.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
     report = _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
+    # Each user as this call first read it; one it created (or found created by another call
+    # meanwhile), as written or read back then. Never as its own change of an existing user read
+    # back: that read may find a user erased and created again since the first.
     read = {u: d.get("createdAt") for u, d in users.items()}
-    for it, o in zip(items, outcomes, strict=True):  # created or found by this call
-        if isinstance(it, UserChange) and isinstance(o, Done):
+    for it, o in zip(items, outcomes, strict=True):
+        if isinstance(it, UserChange) and isinstance(o, Done) and it.user_id not in read:
             read[it.user_id] = o.doc.get("createdAt")
     return _undo_if_erased(m, items, outcomes, report, read, {i for i, _, _ in later})
 

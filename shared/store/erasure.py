@@ -5,7 +5,8 @@ held their documents.
 missed ones end ``cancelled`` "user erased", and every message of the user is anonymised. A
 planning that read a user before their erasure inserts afterwards what it planned from them,
 out of that sweep's reach. The planning looks after its insert for users gone meanwhile
-(``missing``; a pass only among the users its change log shows changed since it began) and ends
+(``incarnations``: gone, or another user under the same id, created since the planning read the
+first; a pass only among the users its change log shows changed since it began) and ends
 what it inserted for them (``scrub_ids``): the erasure deletes the user before its sweep, the
 planning inserts before its look, so one of the two sees the other. A pass that died before its
 look leaves it to the pass planning its window again, which sweeps every user of those

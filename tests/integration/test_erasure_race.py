@@ -382,3 +382,76 @@ def test_a_creation_for_a_user_erased_and_created_again_meanwhile_leaves_nothing
         assert d["status"] == "pending" and d["title"] == "Lunch", d
     assert not list(world.db[dbm.MESSAGES].find({"token": "ExponentPushToken[tablet]"}))
     assert not list(world.db[dbm.MESSAGES].find({"title": "Vitamin D"}))
+
+
+def test_a_batch_that_changes_its_user_and_logs_in_notices_the_user_created_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch ``[user change, login]`` reads the user, who is then erased and created again;
+    the batch's user change writes onto the new user and reads it back. The login must still
+    be compared with the user the batch read first, not with the one its own write read back:
+    else the erased person's device stays registered under the new user."""
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    world.planner().run_pass()
+    m, other = world.manager(), world.manager()
+    real = upserts._update_users
+    done: list[bool] = []
+
+    def erase_and_recreate_first(*a: Any, **kw: Any) -> Any:
+        if not done:
+            done.append(True)
+            erase_user(other, "tash")
+            other.upsert_user("tash", timezone="Asia/Tashkent")
+            other.add_reminder("tash", category="meal", label="lunch", at="12:30", title="Lunch")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(upserts, "_update_users", erase_and_recreate_first)
+    out = upserts.apply(
+        m,
+        [
+            upserts.UserChange("tash", enabled=True),
+            upserts.Login("tash", "tablet", "ExponentPushToken[tablet]"),
+        ],
+    )
+    assert done
+    assert isinstance(out[1], NotFoundError), out
+    assert world.db[dbm.TOKENS].count_documents({"userId": "tash"}) == 0
+    assert not list(world.db[dbm.MESSAGES].find({"token": "ExponentPushToken[tablet]"}))
+
+
+def test_a_put_that_retries_after_the_user_was_created_again_does_not_take_on_the_new_user(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PUT of a reminder reads its user; the user is erased and created again, and the new
+    user PUTs the same reminder id first. The first PUT's insert then loses the race and it
+    starts over: the user it reads again is another one, so it is a 404, not the erased
+    person's reminder written over the new user's."""
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    world.planner().run_pass()
+    m, other = world.manager(), world.manager()
+    real = upserts.new_reminder
+    done: list[bool] = []
+    theirs = upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
+
+    def erase_recreate_and_put_first(*a: Any, **kw: Any) -> Any:
+        if not done:
+            done.append(True)
+            erase_user(other, "tash")
+            other.upsert_user("tash", timezone="Asia/Tashkent")
+            upserts.put_reminder(other, "tash", "tash-r", theirs)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(upserts, "new_reminder", erase_recreate_and_put_first)
+    old = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
+    with pytest.raises(NotFoundError):
+        upserts.put_reminder(m, "tash", "tash-r", old)
+    assert done
+    stored = world.db[dbm.REMINDERS].find_one({"_id": "tash-r"})
+    assert stored is not None and stored["title"] == "Lunch", stored
+    assert not list(world.db[dbm.MESSAGES].find({"title": "Vitamin D"}))
