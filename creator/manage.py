@@ -112,8 +112,14 @@ class Manager:
         )
         # update_one then find_one, not find_one_and_update: the server here reads the whole
         # collection for a find_one_and_update even by _id (0.65 s at 100k users).
-        self.db[dbm.USERS].update_one({"_id": user_id}, user_update(user_id, sets), upsert=True)
+        # Only a change with a zone may create the user: one of some settings of a user erased
+        # since the read above would create a user without one.
+        self.db[dbm.USERS].update_one(
+            {"_id": user_id}, user_update(user_id, sets), upsert="timezone" in sets
+        )
         user = self.db[dbm.USERS].find_one({"_id": user_id})
+        if user is None:
+            raise erased_meanwhile(user_id)
         # A new zone moves every occurrence: pending messages are re-planned under a new reminder
         # version. Other preference changes are rechecked at send time.
         if (

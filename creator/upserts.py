@@ -378,7 +378,9 @@ def _apply_users(
             created[it.user_id] = i
             fresh.append((i, it.user_id, _new_user(it.user_id, sets)))
         else:
-            ops.append(UpdateOne({"_id": it.user_id}, user_update(it.user_id, sets), upsert=True))
+            # Only with a zone may it create the user (erased since the read): ``upsert_user``.
+            update = user_update(it.user_id, sets)
+            ops.append(UpdateOne({"_id": it.user_id}, update, upsert="timezone" in sets))
             done.append((i, it.user_id))
     if ops:
         _update_users(m, ops, done, out, to_plan, to_stamp)
@@ -397,7 +399,10 @@ def _update_users(
     ids = [u for _, u in done]
     stored = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": ids}})}
     for i, uid in done:
-        out[i] = Done(stored.get(uid, {"_id": uid}), "changed")
+        if uid not in stored:  # erased since the read, and not created again by the change
+            out[i] = erased_meanwhile(uid)
+            continue
+        out[i] = Done(stored[uid], "changed")
         to_plan.add(uid)
         to_stamp.add(uid)
 

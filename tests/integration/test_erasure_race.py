@@ -455,3 +455,40 @@ def test_a_put_that_retries_after_the_user_was_created_again_does_not_take_on_th
     stored = world.db[dbm.REMINDERS].find_one({"_id": "tash-r"})
     assert stored is not None and stored["title"] == "Lunch", stored
     assert not list(world.db[dbm.MESSAGES].find({"title": "Vitamin D"}))
+
+
+@pytest.mark.parametrize("path", ["cli", "batch"])
+def test_a_change_of_a_user_erased_meanwhile_does_not_bring_back_a_user_without_a_zone(
+    world: World, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """A change of some settings (no time zone: the user exists) reads the user, who is then
+    erased; its write was an upsert, which created a user document with only those settings:
+    no time zone, which no request may create. It is a 404 now, and no user is left."""
+    import creator.manage
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    other = world.manager()
+    if path == "cli":
+        real = creator.manage.Manager.user_sets
+
+        def erase_after(self: Any, *a: Any, **kw: Any) -> Any:
+            sets = real(self, *a, **kw)
+            erase_user(other, "tash")
+            return sets
+
+        monkeypatch.setattr(creator.manage.Manager, "user_sets", erase_after)
+        with pytest.raises(NotFoundError):
+            world.manager().upsert_user("tash", enabled=False)
+    else:
+        real_update = upserts._update_users
+
+        def erase_first(*a: Any, **kw: Any) -> Any:
+            erase_user(other, "tash")
+            return real_update(*a, **kw)
+
+        monkeypatch.setattr(upserts, "_update_users", erase_first)
+        out = upserts.apply(world.manager(), [upserts.UserChange("tash", enabled=False)])
+        assert isinstance(out[0], NotFoundError), out
+    assert world.db[dbm.USERS].find_one({"_id": "tash"}) is None
