@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # What a reminder change may name (``update_reminder``).
+UNREAD: Any = object()  # no ``born`` given: a call's own read of the user is the first
+
 MERGED = frozenset(
     ("category", "label", "at", "offset_minutes", "weekdays", "title", "body", "data")
 )
@@ -249,7 +251,7 @@ class Manager:
 
     # -- tokens ----------------------------------------------------------------------------
     def register_token(
-        self, user_id: str, *, device: str, token: str, max_attempts: int = 8
+        self, user_id: str, *, device: str, token: str, max_attempts: int = 8, born: Any = UNREAD
     ) -> Doc:
         """A login: the one active registration of this device id and of this token string.
 
@@ -259,11 +261,15 @@ class Manager:
         pending messages for the install instead of pushing them to whoever holds it now.
         Concurrent logins race on the partial unique indexes; the loser retries with
         exponential back-off and jitter until exactly one active registration remains.
+        ``born``: the user's ``createdAt`` as the caller read it first (a batch); another user
+        found under the id now (erased and created again since) is a 404.
         """
         token = validate_expo_token(token)
         _check_id(device, "device id")
         _check_id(user_id, "user id")
         user = self.get_user(user_id)
+        if born is not UNREAD and not erasure.same_user(born, user.get("createdAt")):
+            raise erased_meanwhile(user_id)
         rng = random.Random()
         for attempt in range(max_attempts):
             now = self.now

@@ -20,6 +20,7 @@ single call.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -32,6 +33,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from creator.manage import (
     SUPERSEDE_TRIES,
+    UNREAD,
     Manager,
     erased_meanwhile,
     new_reminder,
@@ -114,6 +116,7 @@ def put_reminder(
     spec: ReminderSpec,
     *,
     patch: Callable[[Doc], ReminderSpec] | None = None,
+    born: Any = UNREAD,
 ) -> Done:
     """Create or replace the reminder ``reminder_id`` of ``user_id``, and plan it at once.
 
@@ -123,9 +126,12 @@ def put_reminder(
     then (``Manager.supersede``); a ``ConflictError`` after ``SUPERSEDE_TRIES`` such races.
     ``patch``: the content is ``patch(stored)``, of the reminder as read each time (a PATCH
     changes its own fields, not the ones a change that got in first wrote); ``spec`` is
-    ``patch`` of the reminder as the caller read it.
+    ``patch`` of the reminder as the caller read it. ``born``: the user's ``createdAt`` as the
+    caller read it first (a batch), compared as this call's own first read is.
     """
     first = user = m.get_user(user_id)
+    if born is not UNREAD and not erasure.same_user(born, first.get("createdAt")):
+        raise erased_meanwhile(user_id)  # erased and created again since the caller's read
     validate_id(reminder_id, "reminder id")
     fields = _fields(m, spec)
     for attempt in range(SUPERSEDE_TRIES):
@@ -213,8 +219,10 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
     # (a login or reminder for them is a 404), so what this call holds of them is all they have
     # and they are planned from it, without reading back what was just written.
     inserted = _insert_users(m, fresh, out, to_plan, to_stamp)
-    for i, action, args in later:
-        out[i] = _guard(action, *args)
+    read = _first_read(items, out, users)
+    for i, action, args in later:  # each compares the user it reads with the one read here
+        uid = items[i].user_id
+        out[i] = _guard(functools.partial(action, born=read[uid]) if uid in read else action, *args)
     # The change log makes consumers recheck wake-ups planned before a change. Only changed
     # settings need it: a new user, registration or reminder changes no wake-up planned before
     # (what they replace, a registration taken over or an old reminder version, is stamped where
@@ -223,14 +231,23 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
         record_changes(m.db, to_stamp, m.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
     report = _plan(m, items, outcomes, to_plan, _held(items, outcomes, inserted))
-    # Each user as this call first read it; one it created (or found created by another call
-    # meanwhile), as written or read back then. Never as its own change of an existing user read
-    # back: that read may find a user erased and created again since the first.
-    read = {u: d.get("createdAt") for u, d in users.items()}
-    for it, o in zip(items, outcomes, strict=True):
-        if isinstance(it, UserChange) and isinstance(o, Done) and it.user_id not in read:
-            read[it.user_id] = o.doc.get("createdAt")
     return _undo_if_erased(m, items, outcomes, report, read, {i for i, _, _ in later})
+
+
+def _first_read(
+    items: Sequence[Item], out: Sequence[Outcome | None], users: Mapping[str, Doc]
+) -> dict[str, Any]:
+    """Each user's ``createdAt`` as this call first read it; for a user it created itself (or
+    found created by another call meanwhile), as written or read back then. Never as its own
+    change of an existing user read back: that read may find another user, erased and created
+    again since the first read."""
+    read = {u: d.get("createdAt") for u, d in users.items()}
+    for it, o in zip(items, out, strict=True):
+        if not (isinstance(it, UserChange) and isinstance(o, Done)):
+            continue
+        if it.user_id not in read or o.change == "created":
+            read[it.user_id] = o.doc.get("createdAt")
+    return read
 
 
 def _undo_if_erased(
@@ -395,14 +412,15 @@ def _update_users(
     to_plan: set[str],
     to_stamp: set[str],
 ) -> None:
-    m.db[dbm.USERS].bulk_write(ops, ordered=False)
+    result = m.db[dbm.USERS].bulk_write(ops, ordered=False)
+    created = set((result.upserted_ids or {}).values())  # erased since the read: made again
     ids = [u for _, u in done]
     stored = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": ids}})}
     for i, uid in done:
         if uid not in stored:  # erased since the read, and not created again by the change
             out[i] = erased_meanwhile(uid)
             continue
-        out[i] = Done(stored[uid], "changed")
+        out[i] = Done(stored[uid], "created" if uid in created else "changed")
         to_plan.add(uid)
         to_stamp.add(uid)
 
@@ -581,8 +599,9 @@ def _upsert_doc(m: Manager, it: UserChange) -> Doc:
     )
 
 
-def _login(m: Manager, it: Login) -> Done:
-    return Done(m.register_token(it.user_id, device=it.device, token=it.token), "created")
+def _login(m: Manager, it: Login, born: Any = UNREAD) -> Done:
+    doc = m.register_token(it.user_id, device=it.device, token=it.token, born=born)
+    return Done(doc, "created")
 
 
 def _guard(action: Callable[..., Done], *args: Any) -> Outcome:

@@ -492,3 +492,74 @@ def test_a_change_of_a_user_erased_meanwhile_does_not_bring_back_a_user_without_
         out = upserts.apply(world.manager(), [upserts.UserChange("tash", enabled=False)])
         assert isinstance(out[0], NotFoundError), out
     assert world.db[dbm.USERS].find_one({"_id": "tash"}) is None
+
+
+def test_a_batch_change_applied_alone_at_the_end_notices_the_user_created_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's change of an existing reminder is applied at the end by its single call
+    (``put_reminder``), which reads the user itself. The user was erased and created again
+    after the batch read them: the erasure deleted the reminder, and the single call created it
+    again, with the erased person's text, under the new user. It must compare with the user
+    the batch read first: a 404."""
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    world.planner().run_pass()
+    rid = world.db[dbm.REMINDERS].find_one({"userId": "tash"})["_id"]
+    m, other = world.manager(), world.manager()
+    real = upserts._insert_users
+    done: list[bool] = []
+
+    def erase_and_recreate_first(*a: Any, **kw: Any) -> Any:
+        if not done:
+            done.append(True)
+            erase_user(other, "tash")
+            other.upsert_user("tash", timezone="Asia/Tashkent")
+            other.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(upserts, "_insert_users", erase_and_recreate_first)
+    spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon, later")
+    out = upserts.apply(m, [upserts.ReminderPut("tash", rid, spec)])
+    assert done
+    assert isinstance(out[0], NotFoundError), out
+    assert world.db[dbm.REMINDERS].count_documents({"userId": "tash"}) == 0
+    assert world.db[dbm.MESSAGES].count_documents({"userId": "tash"}) == 0
+
+
+def test_a_batch_that_creates_its_erased_user_again_keeps_its_login(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch ``[user with a zone, login]`` reads the user, who is then erased: the batch's own
+    user item creates them again (a PUT after the DELETE), and its login belongs to that user,
+    as the same two requests sent one after the other would: both answered, not the user
+    "changed" and the login a 404."""
+    from creator import upserts
+
+    _seed(world)
+    world.planner().run_pass()
+    m, other = world.manager(), world.manager()
+    real = upserts._update_users
+    done: list[bool] = []
+
+    def erase_first(*a: Any, **kw: Any) -> Any:
+        if not done:
+            done.append(True)
+            erase_user(other, "tash")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(upserts, "_update_users", erase_first)
+    out = upserts.apply(
+        m,
+        [
+            upserts.UserChange("tash", timezone="Asia/Tashkent"),
+            upserts.Login("tash", "tablet", "ExponentPushToken[tablet]"),
+        ],
+    )
+    assert done
+    assert [type(o).__name__ for o in out] == ["Done", "Done"], out
+    assert out[0].change == "created"
+    regs = list(world.db[dbm.TOKENS].find({"userId": "tash", "isActive": True}))
+    assert [t["deviceId"] for t in regs] == ["tablet"]
