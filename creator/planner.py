@@ -422,19 +422,22 @@ class Planner:
     ) -> None:
         categories = self.settings.categories
 
-        def pieces() -> Iterator[list[Doc]]:
+        def pieces() -> Iterator[tuple[list[Doc], dict[str, Any]]]:
             for lo, hi in self._chunks(ranges):
                 reminders, users, tokens_by_user = self._read_chunk(lo, hi)
                 report.reminders += len(reminders)
                 docs, skipped = plan_checked(
                     reminders, users, tokens_by_user, start, end, now, categories=categories
                 )
+                # Which user each was planned for (``_drop_erased``: one erased and created
+                # again under the same id since this read is another).
+                born = {u: d.get("createdAt") for u, d in users.items()}
                 del reminders, users, tokens_by_user
                 self._report_bad(skipped, report)
                 report.planned += len(docs)
                 docs.sort(key=lambda d: (d["scheduledAt"], d["_id"]))
                 for i in range(0, len(docs), INSERT_CHUNK):
-                    yield docs[i : i + INSERT_CHUNK]
+                    yield docs[i : i + INSERT_CHUNK], born
 
         # Each piece is inserted while the next is read and planned, and spooled once its own
         # insert returned: a wake-up never names a message that is not in the database yet.
@@ -443,24 +446,31 @@ class Planner:
         # (a tenth of a pass's time at 100k).
         with ThreadPoolExecutor(1, thread_name_prefix="plan-insert") as pool:
             last: Future[list[Doc]] | None = None
-            for piece in _ahead(pieces(), AHEAD_PIECES):
-                nxt = pool.submit(self._insert_piece, piece, report, now)
+            for piece, born in _ahead(pieces(), AHEAD_PIECES):
+                nxt = pool.submit(self._insert_piece, piece, report, now, born)
                 if last is not None:
                     spool.add(last.result())
                 last = nxt
             if last is not None:
                 spool.add(last.result())
 
-    def _insert_piece(self, docs: list[Doc], report: PassReport, since: dt.datetime) -> list[Doc]:
+    def _insert_piece(
+        self,
+        docs: list[Doc],
+        report: PassReport,
+        since: dt.datetime,
+        born: Mapping[str, Any] | None = None,
+    ) -> list[Doc]:
         """Insert a piece of a pass; what to arm: nothing of a user erased since the pass began
-        (``_drop_erased``), nothing of a reminder version replaced since (``_replan_changed``).
+        (``_drop_erased``; or erased and created again since the pass read them, ``born``: their
+        ``createdAt`` then), nothing of a reminder version replaced since (``_replan_changed``).
         Both look at the users the change log shows changed since the pass began: one small
         read per piece, after the insert (so that a change and the pass always see each other).
         """
         fresh: set[str] = set()
         out = self._insert(docs, report, fresh)
         changed = changed_users(self.db, since)
-        gone = self._drop_erased(out, fresh, among=changed)
+        gone = self._drop_erased(out, fresh, among=changed, read=born)
         stale = self._replan_changed(out, fresh, changed - gone)
         if gone or stale:
             out = [d for d in out if d["userId"] not in gone and d["_id"] not in stale]
@@ -603,7 +613,8 @@ class Planner:
         inserted = self._insert(docs, report, fresh) if docs else []
         if fresh:
             seen: dict[str, Any] = {}
-            gone = self._drop_erased(inserted, fresh, read=users, seen=seen)
+            read = {u: d.get("createdAt") for u, d in users.items()}
+            gone = self._drop_erased(inserted, fresh, read=read, seen=seen)
             report.alive.update({u: at for u, at in seen.items() if u not in gone})
             report.erased |= gone
             if gone:
@@ -619,7 +630,7 @@ class Planner:
         fresh: set[str],
         *,
         among: set[str] | None = None,
-        read: Mapping[str, Doc] | None = None,
+        read: Mapping[str, Any] | None = None,
         seen: dict[str, Any] | None = None,
     ) -> set[str]:
         """After an insert: the users of ``docs`` erased meanwhile (this planning read them
@@ -627,9 +638,9 @@ class Planner:
         for them (``fresh`` ids, and only those: a user re-created under the same id meanwhile
         keeps their new messages) ended and anonymised as the erasure does. A pass looks only
         at users its change log shows changed since it began (``among``); a planning of a few
-        users looks them all up. ``read``: the user documents the planning read; one found now
-        with another ``createdAt`` was erased and created again since, and what was planned
-        from the erased person's documents is theirs too. ``seen``: filled with the users found
+        users looks them all up. ``read``: the users' ``createdAt`` as the planning read them; one
+        found now with another was erased and created again since, and what was planned from
+        the erased person's documents is theirs too. ``seen``: filled with the users found
         and their ``createdAt``."""
         users = {d["userId"] for d in docs if d["_id"] in fresh}
         if among is not None:
@@ -641,11 +652,7 @@ class Planner:
             u
             for u in users
             if u not in found
-            or (
-                read is not None
-                and u in read
-                and not erasure.same_user(read[u].get("createdAt"), found[u])
-            )
+            or (read is not None and u in read and not erasure.same_user(read[u], found[u]))
         }
         for uid in sorted(gone):
             ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]

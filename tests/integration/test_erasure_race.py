@@ -98,6 +98,22 @@ def test_a_pass_that_read_a_user_before_their_erasure_leaves_nothing_of_theirs(
     _nothing_left_of(world, "tash")
 
 
+def test_a_pass_that_read_a_user_erased_and_created_again_since_leaves_nothing_of_theirs(
+    world: World,
+) -> None:
+    """A pass reads a user and their reminders; the user is erased and created again under the
+    same id (a new device) before the pass inserts. The user exists at the pass's look, so it
+    kept what it planned from the erased person: their reminder's text and their token, pending
+    under the new user. The look compares the user the pass read with the one it finds."""
+    _seed(world)
+    planner = ErasedMidway(world.db, world.broker(), world.settings, world=world)
+    planner.recreate = True
+    planner.run_pass()
+    assert planner.erased
+    assert [t["deviceId"] for t in world.db[dbm.TOKENS].find({"userId": "tash"})] == ["new-phone"]
+    _nothing_left_of(world, "tash")
+
+
 @pytest.mark.parametrize("behind_s", [0, 10], ids=["same-clock", "eraser-10s-behind"])
 def test_a_pass_killed_after_inserting_for_an_erased_user_leaves_it_to_the_next(
     world: World, behind_s: int
