@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response
 from api.deps import AppCaller, BackendDep
 from api.models import DeviceIn, DeviceOut, UserIn, UserOut
 from api.params import DeviceId, UserId
-from api.problems import NO_CONTENT, READS, WRITES, problem_responses
+from api.problems import NO_CONTENT, READS, WRITES
 from api.views import device_out, user_out
 from shared.store import db as dbm
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/users", tags=["users"])
     "/{userId}",
     response_model=UserOut,
     summary="Create or replace a user",
-    responses=problem_responses(400, 401, 413, 422, 503),
+    responses=WRITES,  # 404: the user erased while this was applied
 )
 def put_user(user_id: UserId, body: UserIn, b: BackendDep, _: AppCaller) -> UserOut:
     """The user as a whole: a category left out is on, no quietHours/dailyCap clears them. A

@@ -579,3 +579,30 @@ def test_a_batch_that_creates_its_erased_user_again_keeps_its_login(
     assert out[0].change == "created"
     regs = list(world.db[dbm.TOKENS].find({"userId": "tash", "isActive": True}))
     assert [t["deviceId"] for t in regs] == ["tablet"]
+
+
+def test_a_put_of_a_user_erased_between_its_write_and_its_read_back_is_a_404(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``upsert_user`` writes, then reads the user back for its answer: an erasure in between
+    left it nothing to answer with (the API's PUT failed on it). It is a 404."""
+    from pymongo.collection import Collection
+
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    other = world.manager()
+    real = Collection.update_one
+    done: list[bool] = []
+
+    def then_erase(self: Any, *a: Any, **kw: Any) -> Any:
+        out = real(self, *a, **kw)
+        if self.name == dbm.USERS and not done:
+            done.append(True)
+            erase_user(other, "tash")
+        return out
+
+    monkeypatch.setattr(Collection, "update_one", then_erase)
+    with pytest.raises(NotFoundError):
+        world.manager().upsert_user("tash", timezone="Asia/Tashkent", enabled=False)
+    assert done
