@@ -128,7 +128,9 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
         ensure_api_indexes(planner.db)
         manager = ApiManager(planner.db, planner, settings)
         logins: Coalescer[upserts.Login, upserts.Outcome] = Coalescer(
-            lambda batch: upserts.register_tokens(manager, batch), name="api-logins"
+            lambda batch: upserts.register_tokens(manager, batch),
+            max_waiting=settings.api.login_queue,
+            name="api-logins",
         )
         try:
             yield Backend(

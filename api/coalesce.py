@@ -8,6 +8,9 @@ burst of logins pays a few commits in all. A lone request is applied at once (no
 company); each caller gets its own outcome, or its own exception: never a batch-mate's bug, and
 never a wait without end. A caller awaits its future on the event loop (``asyncio.wrap_future``):
 one that stops waiting before its item is taken is not applied, and does not stop the others.
+At most ``max_waiting`` items wait (``TZPUSH_API__LOGIN_QUEUE``): past it a login is refused at
+once with a ``TransientError`` (503 with ``Retry-After``) rather than queued behind a slow
+database for longer than its client waits.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Generic, TypeVar
 
 from pymongo.errors import ConnectionFailure
 
-from shared.errors import TzpushError
+from shared.errors import TransientError, TzpushError
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +33,16 @@ O = TypeVar("O")  # noqa: E741
 
 class Coalescer(Generic[I, O]):
     def __init__(
-        self, apply: Callable[[Sequence[I]], Sequence[O]], *, max_batch: int = 200, name: str
+        self,
+        apply: Callable[[Sequence[I]], Sequence[O]],
+        *,
+        max_batch: int = 200,
+        max_waiting: int = 1000,
+        name: str,
     ) -> None:
         self._apply = apply
         self._max = max_batch
+        self._max_waiting = max_waiting
         self._queue: list[tuple[I, Future[O]]] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -45,6 +54,11 @@ class Coalescer(Generic[I, O]):
         with self._cond:
             if self._closed:
                 raise RuntimeError("the API is stopping")
+            if len(self._queue) >= self._max_waiting:
+                raise TransientError(
+                    f"{len(self._queue)} logins are waiting to be written already; "
+                    "try again in a second"
+                )
             self._queue.append((item, future))
             self._cond.notify()
         return future

@@ -295,6 +295,9 @@ class ApiSettings(_Group):
         200.0, 0, 1_000_000, "requests a second per API key, on average (429 over it)", above=True
     )
     burst: int = _within(400, 1, 1_000_000, "requests per API key allowed at once after a pause")
+    login_queue: int = _within(
+        1000, 1, 1_000_000, "logins waiting to be written at most; past it 503 with Retry-After"
+    )
     console_read_only: bool = Field(
         default=False, description="the console shows everything and offers no action"
     )

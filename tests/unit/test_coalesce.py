@@ -59,3 +59,29 @@ def test_a_caller_that_stops_waiting_while_its_batch_runs_changes_nothing() -> N
         assert c.submit("next").result(10) == "done next"
     finally:
         c.close()
+
+
+def test_more_logins_waiting_than_the_bound_are_refused_at_once_as_transient() -> None:
+    """Nothing else bounds the queue behind a slow database (the per-key rate limit is per key,
+    and an awaited login holds no worker thread): past ``max_waiting`` a login is refused at
+    once with a ``TransientError`` (the API's 503 with ``Retry-After``), not queued for a wait
+    past any client's timeout. Those already waiting are applied; once the queue drains, logins
+    are taken again."""
+    import pytest
+
+    from shared.errors import TransientError
+
+    held = Held()
+    c: Coalescer[str, str] = Coalescer(held, max_waiting=3, name="test-bound")
+    try:
+        first = c.submit("first")
+        assert held.entered.wait(10)  # the worker is busy: the next ones wait
+        waiting = [c.submit(f"w{i}") for i in range(3)]
+        with pytest.raises(TransientError, match="waiting"):
+            c.submit("one too many")
+        held.release.set()
+        assert first.result(10) == "done first"
+        assert [f.result(10) for f in waiting] == ["done w0", "done w1", "done w2"]
+        assert c.submit("later").result(10) == "done later"
+    finally:
+        c.close()
