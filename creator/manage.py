@@ -41,9 +41,8 @@ from shared.store.partitions import watermarks
 log = logging.getLogger(__name__)
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-# What a reminder change may name (``update_reminder``).
 UNREAD: Any = object()  # no ``born`` given: a call's own read of the user is the first
-
+# What a reminder change may name (``update_reminder``).
 MERGED = frozenset(
     ("category", "label", "at", "offset_minutes", "weekdays", "title", "body", "data")
 )
