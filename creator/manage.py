@@ -386,8 +386,10 @@ class Manager:
             self.db[dbm.REMINDERS].update_one(
                 {"_id": old["_id"], "version": {"$exists": False}}, {"$set": {"version": 1}}
             )
+        # The version read of the reminder read: a user erased and created again may have put
+        # a new reminder under the same id since, at version 1 again (another ``createdAt``).
         bumped = self.db[dbm.REMINDERS].update_one(
-            {"_id": old["_id"], "version": seen},
+            {"_id": old["_id"], "version": seen, "createdAt": old.get("createdAt")},
             {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},
         )
         if not bumped.matched_count:
@@ -439,6 +441,7 @@ class Manager:
         read: Mapping[str, Any],
         registrations: Mapping[str, Collection[str]] | None = None,
         reminders: Mapping[str, Collection[str]] | None = None,
+        kept: Mapping[str, Collection[str]] | None = None,
     ) -> set[str]:
         """After a creation and its planning: the users of ``registrations`` / ``reminders``
         (registration and reminder ids just created, by user) erased since the creation read
@@ -449,13 +452,17 @@ class Manager:
         sent to the old person's device). It is deleted here, what was planned from it is ended
         and anonymised as the erasure does, and the users are returned (for a 404). The
         planning looked up most of them after its own insert (``report``); only the others are
-        read."""
-        regs, reminders = registrations or {}, reminders or {}
-        users = {u for u, ids in regs.items() if ids} | {u for u, ids in reminders.items() if ids}
-        if not users:
-            return set()
+        read. ``kept``: registrations found, not created (a login sent again), planned again
+        from the documents found; only a user the planning looked up (it inserted for them) is
+        checked, and nothing of theirs is deleted: for a user erased since, only what that
+        planning inserted for them is ended and anonymised (a new user's own are kept)."""
+        regs, reminders, kept = registrations or {}, reminders or {}, kept or {}
         found: dict[str, Any] = dict(report.alive) if report is not None else {}
         erased = report.erased if report is not None else set()
+        users = {u for u, ids in regs.items() if ids} | {u for u, ids in reminders.items() if ids}
+        users |= {u for u, ids in kept.items() if ids and (u in found or u in erased)}
+        if not users:
+            return set()
         unknown = users - found.keys() - erased
         if unknown:
             found.update(erasure.incarnations(self.db, unknown))
@@ -481,7 +488,8 @@ class Manager:
                 {"_id": {"$in": rids}, "userId": {"$in": sorted(gone)}}
             )
         again = sorted(gone & found.keys())  # created again: what was planned from it is theirs
-        ended = self._scrub_planned(again, tids, rids) if again else 0
+        held = sorted({str(t) for u in gone for t in kept.get(u, ())})
+        ended = self._scrub_planned(again, tids + held, rids) if again else 0
         log.warning(
             "%d users erased while a change created %d registrations and %d reminders for "
             "them (%d created again meanwhile): deleted, %d messages planned from them ended",
@@ -538,13 +546,16 @@ class Manager:
         """``supersede`` from ``old`` as read, with the content ``extra_of(old)``; while another
         change of the reminder gets in first, again from the reminder as it is then. Returns the
         version replaced. A ``ConflictError`` (409) after ``SUPERSEDE_TRIES`` lost races."""
-        owner = old.get("userId")
+        owner, born = old.get("userId"), old.get("createdAt")
         for _ in range(SUPERSEDE_TRIES):
             if self.supersede(old, user, reason, extra_of(old)):
                 return old
             old = self._get_reminder(str(old["_id"]))
-            if old.get("userId") != owner:  # erased, and the id taken by another user since
-                raise NotFoundError(f"no reminder {old['_id']!r} of user {owner!r}")
+            # Erased since, and the id taken by another user or by the user created again.
+            if old.get("userId") != owner or old.get("createdAt") != born:
+                raise NotFoundError(
+                    f"no reminder {old['_id']!r} of user {owner!r}: removed meanwhile"
+                )
         raise reminder_busy(old["_id"])
 
 

@@ -259,27 +259,30 @@ def _undo_if_erased(
     checked: Collection[int],
 ) -> list[Outcome]:
     """Registrations and reminders this call created for users erased meanwhile are deleted,
-    and those items answered 404 (``Manager.undo_if_erased``; ``read``: the users' ``createdAt``
-    as this call read or wrote them). ``checked``: items applied by a single call
-    (``register_token``, ``put_reminder``), which looked for itself."""
-    created = [
+    what it planned for a login sent again of such a user is ended, and those items answered
+    404 (``Manager.undo_if_erased``; ``read``: the users' ``createdAt`` as this call read or
+    wrote them). ``checked``: items applied by a single call (``register_token``,
+    ``put_reminder``), which looked for itself."""
+    candidates = [
         (i, it, o)
         for i, (it, o) in enumerate(zip(items, outcomes, strict=True))
         if i not in checked
         and isinstance(o, Done)
-        and o.change == "created"
+        and (o.change == "created" or (o.change == "unchanged" and isinstance(it, Login)))
         and isinstance(it, Login | ReminderPut)
     ]
     regs: dict[str, list[str]] = {}
     rems: dict[str, list[str]] = {}
-    for _, it, o in created:
+    kept: dict[str, list[str]] = {}  # logins sent again: planned again from what was found
+    for _, it, o in candidates:
         if isinstance(it, Login):
-            regs.setdefault(it.user_id, []).append(str(o.doc["_id"]))
+            into = regs if o.change == "created" else kept
+            into.setdefault(it.user_id, []).append(str(o.doc["_id"]))
         elif isinstance(it, ReminderPut):
             rems.setdefault(it.user_id, []).append(it.reminder_id)
-    gone = m.undo_if_erased(report, read=read, registrations=regs, reminders=rems)
+    gone = m.undo_if_erased(report, read=read, registrations=regs, reminders=rems, kept=kept)
     out = list(outcomes)
-    for i, it, _ in created:
+    for i, it, _ in candidates:
         if it.user_id in gone:
             out[i] = erased_meanwhile(it.user_id)
     return out

@@ -606,3 +606,89 @@ def test_a_put_of_a_user_erased_between_its_write_and_its_read_back_is_a_404(
     with pytest.raises(NotFoundError):
         world.manager().upsert_user("tash", timezone="Asia/Tashkent", enabled=False)
     assert done
+
+
+@pytest.mark.parametrize("how", ["put", "cli update"])
+def test_a_change_of_a_reminder_erased_and_put_again_by_the_new_user_does_not_land_on_theirs(
+    world: World, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A change of a reminder reads it (version 1); the user is erased and created again, and
+    the new user PUTs a reminder under the same id (a new document, version 1 again). The
+    change's compare-and-set on the version matched the new user's reminder: the erased
+    person's content was written over it, and planned for the new user's device, answered as a
+    success. A change replaces only the reminder it read (its ``createdAt`` too): a 404."""
+    import creator.manage
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    world.planner().run_pass()
+    rid = world.db[dbm.REMINDERS].find_one({"userId": "tash"})["_id"]
+    m, other = world.manager(), world.manager()
+    real = creator.manage.Manager.supersede
+    done: list[bool] = []
+
+    def recreated_first(self: Any, *a: Any, **kw: Any) -> Any:
+        if not done:
+            done.append(True)
+            erase_user(other, "tash")
+            other.upsert_user("tash", timezone="Asia/Tashkent")
+            other.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
+            spec = upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
+            upserts.put_reminder(other, "tash", rid, spec)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(creator.manage.Manager, "supersede", recreated_first)
+    with pytest.raises(NotFoundError):
+        if how == "put":
+            spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon 2")
+            upserts.put_reminder(m, "tash", rid, spec)
+        else:
+            m.update_reminder(rid, title="Citramon 2")
+    assert done
+    stored = world.db[dbm.REMINDERS].find_one({"_id": rid})
+    assert stored is not None and stored["title"] == "Lunch" and stored["version"] == 1, stored
+    assert not list(world.db[dbm.MESSAGES].find({"title": "Citramon 2"}))
+
+
+def test_a_login_sent_again_for_a_user_erased_and_created_again_plans_nothing_for_them(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login sent again in a batch (the registration is there: "unchanged") is planned again
+    from the registration it found (not read back; the CLI's single call reads the user's
+    registrations again, and finds none of the old person's). The user is erased (the registration with them) and created again,
+    with a reminder, before that planning: it planned the new user's reminder to the erased
+    person's device, for a registration that no longer exists, pending under the new user.
+    What it inserted is ended and anonymised, and the login is a 404."""
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    world.planner().run_pass()
+    m, other = world.manager(), world.manager()
+    done: list[bool] = []
+
+    def recreated_first(real: Any) -> Any:
+        def step(*a: Any, **kw: Any) -> Any:
+            if not done:
+                done.append(True)
+                erase_user(other, "tash")
+                other.upsert_user("tash", timezone="Asia/Tashkent")
+                other.register_token(
+                    "tash", device="new-phone", token="ExponentPushToken[new-phone]"
+                )
+                other.add_reminder(
+                    "tash", category="meal", label="lunch", at="12:30", title="Lunch"
+                )
+            return real(*a, **kw)
+
+        return step
+
+    again = ("tash", "dev-tash", "ExponentPushToken[tash]")  # as _seed registered it
+    monkeypatch.setattr(upserts, "_plan", recreated_first(upserts._plan))
+    out = upserts.apply(m, [upserts.Login(*again)])
+    assert isinstance(out[0], NotFoundError), out
+    assert done
+    pending = list(world.db[dbm.MESSAGES].find({"userId": "tash"}))
+    assert pending and all(d["token"] == "ExponentPushToken[new-phone]" for d in pending), pending
+    assert not list(world.db[dbm.MESSAGES].find({"token": "ExponentPushToken[tash]"}))
