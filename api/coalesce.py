@@ -9,7 +9,7 @@ company); each caller gets its own outcome, or its own exception: never a batch-
 never a wait without end. A caller awaits its future on the event loop (``asyncio.wrap_future``):
 one that stops waiting before its item is taken is not applied, and does not stop the others.
 At most ``max_waiting`` items wait (``TZPUSH_API__LOGIN_QUEUE``): past it a login is refused at
-once with a ``TransientError`` (503 with ``Retry-After``) rather than queued behind a slow
+once with ``Overloaded`` (503 with ``Retry-After``) rather than queued behind a slow
 database for longer than its client waits.
 """
 
@@ -23,7 +23,7 @@ from typing import Generic, TypeVar
 
 from pymongo.errors import ConnectionFailure
 
-from shared.errors import TransientError, TzpushError
+from shared.errors import Overloaded, TzpushError
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,10 @@ class Coalescer(Generic[I, O]):
             if self._closed:
                 raise RuntimeError("the API is stopping")
             if len(self._queue) >= self._max_waiting:
-                raise TransientError(
+                # Callers that went away (timed out behind a slow database) do not count.
+                self._queue = [(i, f) for i, f in self._queue if not f.cancelled()]
+            if len(self._queue) >= self._max_waiting:
+                raise Overloaded(
                     f"{len(self._queue)} logins are waiting to be written already; "
                     "try again in a second"
                 )

@@ -32,6 +32,7 @@ from shared.errors import (
     ConflictError,
     InputError,
     NotFoundError,
+    Overloaded,
     PermanentError,
     TransientError,
 )
@@ -210,6 +211,8 @@ async def on_project_error(request: Request, exc: Exception) -> Response:
         return problem_response(_path(request), 409, str(exc))
     if isinstance(exc, InputError | PermanentError):
         return problem_response(_path(request), 422, str(exc))
+    if isinstance(exc, Overloaded):  # our own refusal, said as it is; not logged each time
+        return problem_response(_path(request), 503, str(exc), headers={"Retry-After": "1"})
     if isinstance(exc, TransientError | ConnectionFailure):
         log.warning("%s %s: %s", request.method, request.url.path, exc)
         return problem_response(

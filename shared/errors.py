@@ -16,6 +16,11 @@ class TransientError(TzpushError):
     """Try again later (with back-off)."""
 
 
+class Overloaded(TransientError):
+    """Too much already waiting: refused at once, nothing done; try again shortly. Its message
+    is meant for the caller (the API's 503 shows it), unlike a driver's failure."""
+
+
 class PermanentError(TzpushError):
     """Trying again will not help."""
 

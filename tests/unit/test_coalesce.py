@@ -77,7 +77,7 @@ def test_more_logins_waiting_than_the_bound_are_refused_at_once_as_transient() -
         first = c.submit("first")
         assert held.entered.wait(10)  # the worker is busy: the next ones wait
         waiting = [c.submit(f"w{i}") for i in range(3)]
-        with pytest.raises(TransientError, match="waiting"):
+        with pytest.raises(TransientError, match="waiting"):  # Overloaded, a TransientError
             c.submit("one too many")
         held.release.set()
         assert first.result(10) == "done first"
@@ -85,3 +85,42 @@ def test_more_logins_waiting_than_the_bound_are_refused_at_once_as_transient() -
         assert c.submit("later").result(10) == "done later"
     finally:
         c.close()
+
+
+def test_logins_whose_callers_went_away_do_not_count_against_the_bound() -> None:
+    """Clients that time out while the database is slow cancel their futures, which stay in
+    the queue until the worker takes and drops them: counted, they filled the bound with
+    nobody waiting, and live logins were refused."""
+    held = Held()
+    c: Coalescer[str, str] = Coalescer(held, max_waiting=3, name="test-bound-cancelled")
+    try:
+        first = c.submit("first")
+        assert held.entered.wait(10)
+        gone = [c.submit(f"gone{i}") for i in range(3)]
+        assert all(f.cancel() for f in gone)
+        live = c.submit("live")  # nobody else is waiting: taken
+        held.release.set()
+        assert first.result(10) == "done first"
+        assert live.result(10) == "done live"
+        assert all("gone0" not in batch for batch in held.applied), held.applied
+    finally:
+        c.close()
+
+
+def test_a_refused_login_is_a_503_that_says_why() -> None:
+    """The API answers the refusal 503 with ``Retry-After`` and its own words (a driver's
+    failure keeps the generic text: it may name hosts)."""
+    import asyncio
+    import json
+
+    from starlette.requests import Request
+
+    from api.problems import on_project_error
+    from shared.errors import Overloaded, TransientError
+
+    scope = {"type": "http", "method": "PUT", "path": "/v1/users/u/devices/d", "headers": []}
+    said = asyncio.run(on_project_error(Request(scope), Overloaded("1000 logins are waiting")))
+    assert said.status_code == 503 and said.headers["retry-after"] == "1"
+    assert "1000 logins are waiting" in json.loads(bytes(said.body))["detail"]
+    driver = asyncio.run(on_project_error(Request(scope), TransientError("db at 10.0.0.5 down")))
+    assert driver.status_code == 503 and "10.0.0.5" not in bytes(driver.body).decode()
