@@ -656,9 +656,10 @@ def test_a_login_sent_again_for_a_user_erased_and_created_again_plans_nothing_fo
 ) -> None:
     """A login sent again in a batch (the registration is there: "unchanged") is planned again
     from the registration it found (not read back; the CLI's single call reads the user's
-    registrations again, and finds none of the old person's). The user is erased (the registration with them) and created again,
-    with a reminder, before that planning: it planned the new user's reminder to the erased
-    person's device, for a registration that no longer exists, pending under the new user.
+    registrations again, and finds none of the old person's). The user is erased (the
+    registration with them) and created again, with a reminder, before that planning: it
+    planned the new user's reminder to the erased person's device, for a registration that no
+    longer exists, pending under the new user.
     What it inserted is ended and anonymised, and the login is a 404."""
     from creator import upserts
     from shared.errors import NotFoundError
