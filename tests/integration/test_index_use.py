@@ -577,3 +577,33 @@ def test_a_replay_of_failed_messages_goes_through_indexes(world, reads):
     assert pushed == {"ExponentPushToken[rf1]", "ExponentPushToken[rf3]"}
     scans = _unserved(world.db, sent)
     assert not scans, "\n".join(sorted(set(scans)))
+
+
+def test_a_users_messages_page_through_instants_shared_by_more_than_a_page(world):
+    """Pages in the index's order, the order by id within an instant made by ``messages_page``
+    (one instant's messages read whole): every message once, in (instant, id) order, whatever
+    the page size, with an instant shared by more messages than a page holds."""
+    from api.views import messages_page
+
+    dbm.ensure_indexes(world.db)
+    base = {"userId": "ties", "isDeleted": False, "category": "meal", "status": "success"}
+    at = [T0] * 5 + [T0 + dt.timedelta(hours=1)] * 3 + [T0 + dt.timedelta(days=1)]
+    docs = [{**base, "_id": f"t{i}", "label": f"l{i}", "scheduledAt": a} for i, a in enumerate(at)]
+    world.db[dbm.MESSAGES].insert_many(list(reversed(docs)))  # stored out of id order
+    for limit in (1, 2, 3, 4, 9, 10):
+        seen: list[str] = []
+        after = None
+        while True:
+            page, more = messages_page(world.db, "ties", limit=limit, after=after)
+            assert len(page) <= limit
+            seen.extend(d["_id"] for d in page)
+            if not more:
+                break
+            after = (page[-1]["scheduledAt"], page[-1]["_id"])
+        assert seen == [f"t{i}" for i in range(9)], (limit, seen)
+    late = messages_page(world.db, "ties", limit=2, start=T0 + dt.timedelta(minutes=1))[0]
+    assert [d["_id"] for d in late] == ["t5", "t6"]
+    assert (
+        messages_page(world.db, "ties", limit=5, end=T0 + dt.timedelta(hours=1))[0][-1]["_id"]
+        == "t4"
+    )
