@@ -203,7 +203,9 @@ class Manager:
         self.db[dbm.REMINDERS].insert_one(doc)
         record_changes(self.db, [user_id], self.now)
         report = self.planner.plan_users([user_id], reminders=[doc["_id"]])
-        if self.undo_if_erased(report, read=_born(user), reminders={user_id: [doc["_id"]]}):
+        if self.undo_if_erased(
+            report, read=erasure.incarnations_of({user_id: user}), reminders={user_id: [doc["_id"]]}
+        ):
             raise erased_meanwhile(user_id)
         return doc
 
@@ -267,8 +269,7 @@ class Manager:
         _check_id(device, "device id")
         _check_id(user_id, "user id")
         user = self.get_user(user_id)
-        if born is not UNREAD and not erasure.same_user(born, user.get("createdAt")):
-            raise erased_meanwhile(user_id)
+        check_same_user(user, born)
         rng = random.Random()
         for attempt in range(max_attempts):
             now = self.now
@@ -295,7 +296,11 @@ class Manager:
                 continue
             record_changes(self.db, [user_id], now)
             report = self.planner.plan_users([user_id], tokens=[doc["_id"]])
-            if self.undo_if_erased(report, read=_born(user), registrations={user_id: [doc["_id"]]}):
+            if self.undo_if_erased(
+                report,
+                read=erasure.incarnations_of({user_id: user}),
+                registrations={user_id: [doc["_id"]]},
+            ):
                 raise erased_meanwhile(user_id)
             return doc
         raise TransientError(
@@ -466,13 +471,7 @@ class Manager:
         unknown = users - found.keys() - erased
         if unknown:
             found.update(erasure.incarnations(self.db, unknown))
-        gone = {
-            u
-            for u in users
-            if u in erased
-            or u not in found
-            or (u in read and not erasure.same_user(read[u], found[u]))
-        }
+        gone = (users & erased) | erasure.gone(users - erased, read, found)
         if not gone:
             return set()
         tids = sorted({str(t) for u in gone for t in regs.get(u, ())})
@@ -595,9 +594,11 @@ def erased_meanwhile(user_id: str) -> NotFoundError:
     )
 
 
-def _born(user: Mapping[str, Any]) -> dict[str, Any]:
-    """A user as a change read it, for ``Manager.undo_if_erased``: its id and ``createdAt``."""
-    return {str(user["_id"]): user.get("createdAt")}
+def check_same_user(user: Mapping[str, Any], born: Any) -> None:
+    """``born``: the user's ``createdAt`` as a caller read it first (``UNREAD``: none given).
+    Another user found under the id now, erased and created again since, is a 404."""
+    if born is not UNREAD and not erasure.same_user(born, user.get("createdAt")):
+        raise erased_meanwhile(str(user["_id"]))
 
 
 def new_reminder(user_id: str, reminder_id: str, fields: Doc, now: dt.datetime) -> Doc:

@@ -431,7 +431,7 @@ class Planner:
                 )
                 # Which user each was planned for (``_drop_erased``: one erased and created
                 # again under the same id since this read is another).
-                born = {u: d.get("createdAt") for u, d in users.items()}
+                born = erasure.incarnations_of(users)
                 del reminders, users, tokens_by_user
                 self._report_bad(skipped, report)
                 report.planned += len(docs)
@@ -613,7 +613,7 @@ class Planner:
         inserted = self._insert(docs, report, fresh) if docs else []
         if fresh:
             seen: dict[str, Any] = {}
-            read = {u: d.get("createdAt") for u, d in users.items()}
+            read = erasure.incarnations_of(users)
             gone = self._drop_erased(inserted, fresh, read=read, seen=seen)
             report.alive.update({u: at for u, at in seen.items() if u not in gone})
             report.erased |= gone
@@ -648,12 +648,7 @@ class Planner:
         found = erasure.incarnations(self.db, users)
         if seen is not None:
             seen.update(found)
-        gone = {
-            u
-            for u in users
-            if u not in found
-            or (read is not None and u in read and not erasure.same_user(read[u], found[u]))
-        }
+        gone = erasure.gone(users, read or {}, found)
         for uid in sorted(gone):
             ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]
             ended, pseudonym = erasure.scrub_ids(self.db, ids, self.clock())

@@ -35,6 +35,7 @@ from creator.manage import (
     SUPERSEDE_TRIES,
     UNREAD,
     Manager,
+    check_same_user,
     erased_meanwhile,
     new_reminder,
     reminder_busy,
@@ -130,15 +131,13 @@ def put_reminder(
     caller read it first (a batch), compared as this call's own first read is.
     """
     first = user = m.get_user(user_id)
-    if born is not UNREAD and not erasure.same_user(born, first.get("createdAt")):
-        raise erased_meanwhile(user_id)  # erased and created again since the caller's read
+    check_same_user(first, born)  # erased and created again since the caller's read: a 404
     validate_id(reminder_id, "reminder id")
     fields = _fields(m, spec)
     for attempt in range(SUPERSEDE_TRIES):
         if attempt:  # erased meanwhile: a 404, not the reminder written again with its text
             user = m.get_user(user_id)
-            if not erasure.same_user(first.get("createdAt"), user.get("createdAt")):
-                raise erased_meanwhile(user_id)  # and created again: not this request's user
+            check_same_user(user, first.get("createdAt"))  # and created again: not this user
         done = _put_once(m, user, user_id, reminder_id, fields, patch)
         if done is not None:
             return done
@@ -168,7 +167,7 @@ def _put_once(
             return None
         record_changes(m.db, [user_id], m.now)
         report = m.planner.plan_users([user_id], reminders=[reminder_id])
-        read = {user_id: user.get("createdAt")}
+        read = erasure.incarnations_of({user_id: user})
         if m.undo_if_erased(report, read=read, reminders={user_id: [reminder_id]}):
             raise erased_meanwhile(user_id)
         return Done(doc, "created")
@@ -241,7 +240,7 @@ def _first_read(
     found created by another call meanwhile), as written or read back then. Never as its own
     change of an existing user read back: that read may find another user, erased and created
     again since the first read."""
-    read = {u: d.get("createdAt") for u, d in users.items()}
+    read = erasure.incarnations_of(users)
     for it, o in zip(items, out, strict=True):
         if not (isinstance(it, UserChange) and isinstance(o, Done)):
             continue

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pymongo import UpdateOne
@@ -100,6 +100,19 @@ def same_user(read: Any, found: Any) -> bool:
 def _ms(at: dt.datetime) -> dt.datetime:
     at = at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
     return at.astimezone(dt.UTC).replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def incarnations_of(users: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``createdAt`` of user documents as a change or a planning read them: which user each
+    id held then (``gone`` compares it with ``incarnations`` after an insert)."""
+    return {u: d.get("createdAt") for u, d in users.items()}
+
+
+def gone(users: Collection[str], read: Mapping[str, Any], found: Mapping[str, Any]) -> set[str]:
+    """Of ``users``: those not ``found`` now, or found as another user than ``read`` (erased and
+    created again under the same id since; ``same_user``). A user ``read`` does not hold is
+    judged by presence alone."""
+    return {u for u in users if u not in found or (u in read and not same_user(read[u], found[u]))}
 
 
 def incarnations(database: Database[Doc], user_ids: Collection[str]) -> dict[str, Any]:
