@@ -12,11 +12,13 @@ again.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from creator.accounts import erase_user
+from creator.manage import Manager
 from creator.planner import PassReport, Planner
 from shared.domain.plan import Doc
 from shared.store import db as dbm
@@ -40,11 +42,44 @@ def _seed(world: World) -> None:
         )  # fmt: skip
 
 
+def _erase_and_create_again(
+    m: Manager, *, device: bool = True, reminder: bool = False
+) -> dict[str, str]:
+    """Erase ``tash`` and create them again under the same id (same zone): a new device
+    (``new-phone``) and, if asked, a lunch reminder, each planned at once. Returns the new ids
+    (``reg``, ``rem``)."""
+    erase_user(m, "tash")
+    m.upsert_user("tash", timezone="Asia/Tashkent")
+    new: dict[str, str] = {}
+    if device:
+        reg = m.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
+        new["reg"] = str(reg["_id"])
+    if reminder:
+        rem = m.add_reminder("tash", category="meal", label="lunch", at="12:30", title="Lunch")
+        new["rem"] = str(rem["_id"])
+    return new
+
+
+def _before_first(
+    action: Callable[[], object], real: Callable[..., Any], fired: list[bool]
+) -> Callable[..., Any]:
+    """``real``, with ``action`` run once just before its first call: where a test injects a
+    race (``fired`` records that it ran). A plain function: patched on a class, still bound."""
+
+    def step(*a: Any, **kw: Any) -> Any:
+        if not fired:
+            fired.append(True)
+            action()
+        return real(*a, **kw)
+
+    return step
+
+
 class ErasedMidway(Planner):
     """A planning whose first insert comes after an erasure of ``victim`` (it read them before);
     ``die``: killed right after that insert, before anything else."""
 
-    victim = "tash"
+    victim = "tash"  # the one _erase_and_create_again creates again
     die = False
     recreate = False  # the user created again under the same id right after the erasure
     eraser_behind = dt.timedelta(0)  # how far behind the erasing process's clock is
@@ -61,12 +96,10 @@ class ErasedMidway(Planner):
             self.erased = True
             eraser = self.world.manager()
             eraser.planner.clock = lambda: dt.datetime.now(dt.UTC) - self.eraser_behind
-            erase_user(eraser, self.victim)
             if self.recreate:
-                eraser.upsert_user(self.victim, timezone="Asia/Tashkent")
-                eraser.register_token(
-                    self.victim, device="new-phone", token="ExponentPushToken[new-phone]"
-                )
+                _erase_and_create_again(eraser)
+            else:
+                erase_user(eraser, self.victim)
             out = super()._insert(docs, report, *([] if fresh is None else [fresh]))
             if self.die:
                 raise Killed("killed after the insert")
@@ -273,34 +306,20 @@ def test_a_user_erased_and_recreated_before_a_dead_window_is_planned_again_loses
     assert all(d["title"] is None for d in old.values())
 
 
-@pytest.mark.parametrize("path", ["api login", "batch reminder", "cli login", "cli reminder"])
-def test_a_creation_for_a_user_erased_meanwhile_leaves_nothing_of_theirs(
-    world: World, monkeypatch: pytest.MonkeyPatch, path: str
+def _create_racing(
+    world: World, monkeypatch: pytest.MonkeyPatch, path: str, action: Callable[[], object]
 ) -> None:
-    """A login or a new reminder reads its user, the user is erased in full, then the creation
-    inserts: the erasure's sweep ran before and never saw it. An active registration with the
-    erased person's token (or a reminder with their text) stayed, orphaned, and a user created
-    again under the same id inherited it: pushes to the old person's device. The creation must
-    look after its insert, delete what it wrote and answer 404."""
+    """The creation ``path`` for ``tash`` (a login or a reminder, through the API's batch or
+    the CLI), with ``action`` run just before its insert: it must be answered 404."""
     import creator.manage
     from creator import upserts
     from shared.errors import NotFoundError
     from shared.store import tokens as tokens_mod
 
-    _seed(world)
-    world.planner().run_pass()  # a window planned: a creation is planned at once
-    m, eraser = world.manager(), world.manager()
-
-    def erase_first(real: Any) -> Any:
-        def step(*a: Any, **kw: Any) -> Any:
-            erase_user(eraser, "tash")
-            return real(*a, **kw)
-
-        return step
-
+    m, fired = world.manager(), list[bool]()
     spec = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
     if path in ("api login", "batch reminder"):
-        monkeypatch.setattr(upserts, "_refused", erase_first(upserts._refused))
+        monkeypatch.setattr(upserts, "_refused", _before_first(action, upserts._refused, fired))
         item: upserts.Item = (
             upserts.Login("tash", "tablet", "ExponentPushToken[tablet]")
             if path == "api login"
@@ -309,23 +328,43 @@ def test_a_creation_for_a_user_erased_meanwhile_leaves_nothing_of_theirs(
         out = upserts.apply(m, [item])
         assert isinstance(out[0], NotFoundError), out
     elif path == "cli login":
-        monkeypatch.setattr(
-            tokens_mod, "new_registration", erase_first(tokens_mod.new_registration)
-        )
+        hooked = _before_first(action, tokens_mod.new_registration, fired)
+        monkeypatch.setattr(tokens_mod, "new_registration", hooked)
         with pytest.raises(NotFoundError):
             m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
     else:
-        real_new = creator.manage.new_reminder
-        monkeypatch.setattr(creator.manage, "new_reminder", erase_first(real_new))
+        hooked = _before_first(action, creator.manage.new_reminder, fired)
+        monkeypatch.setattr(creator.manage, "new_reminder", hooked)
         with pytest.raises(NotFoundError):
-            m.add_reminder("tash", category="medication", label="Vitamin D", at="09:00")
+            m.add_reminder(
+                "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
+            )
+    assert fired
+
+
+CREATIONS = ["api login", "batch reminder", "cli login", "cli reminder"]
+
+
+@pytest.mark.parametrize("path", CREATIONS)
+def test_a_creation_for_a_user_erased_meanwhile_leaves_nothing_of_theirs(
+    world: World, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """A login or a new reminder reads its user, the user is erased in full, then the creation
+    inserts: the erasure's sweep ran before and never saw it. An active registration with the
+    erased person's token (or a reminder with their text) stayed, orphaned, and a user created
+    again under the same id inherited it: pushes to the old person's device. The creation must
+    look after its insert, delete what it wrote and answer 404."""
+    _seed(world)
+    world.planner().run_pass()  # a window planned: a creation is planned at once
+    eraser = world.manager()
+    _create_racing(world, monkeypatch, path, lambda: erase_user(eraser, "tash"))
     assert world.db[dbm.USERS].count_documents({"_id": "tash"}) == 0
     assert list(world.db[dbm.TOKENS].find({"userId": "tash"})) == []
     assert list(world.db[dbm.REMINDERS].find({"userId": "tash"})) == []
     assert list(world.db[dbm.MESSAGES].find({"userId": "tash"})) == []
 
 
-@pytest.mark.parametrize("path", ["api login", "batch reminder", "cli login", "cli reminder"])
+@pytest.mark.parametrize("path", CREATIONS)
 def test_a_creation_for_a_user_erased_and_created_again_meanwhile_leaves_nothing_of_theirs(
     world: World, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
@@ -336,57 +375,13 @@ def test_a_creation_for_a_user_erased_and_created_again_meanwhile_leaves_nothing
     the new user's device. The creation must compare the user it read with the one it finds
     (``createdAt``), delete what it wrote, end and anonymise what was planned from it, answer
     404, and leave the new user's own documents and messages as they are."""
-    import creator.manage
-    from creator import upserts
-    from shared.errors import NotFoundError
-    from shared.store import tokens as tokens_mod
-
     _seed(world)
     world.planner().run_pass()  # a window planned: a creation is planned at once
-    m, other = world.manager(), world.manager()
+    other = world.manager()
     new: dict[str, str] = {}
-
-    def erase_and_recreate_first(real: Any) -> Any:
-        def step(*a: Any, **kw: Any) -> Any:
-            if not new:
-                new["user"] = "tash"
-                erase_user(other, "tash")
-                other.upsert_user("tash", timezone="Asia/Tashkent")
-                reg = other.register_token(
-                    "tash", device="new-phone", token="ExponentPushToken[new-phone]"
-                )
-                rem = other.add_reminder(
-                    "tash", category="meal", label="lunch", at="12:30", title="Lunch"
-                )
-                new.update(reg=str(reg["_id"]), rem=str(rem["_id"]))
-            return real(*a, **kw)
-
-        return step
-
-    spec = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
-    if path in ("api login", "batch reminder"):
-        monkeypatch.setattr(upserts, "_refused", erase_and_recreate_first(upserts._refused))
-        item: upserts.Item = (
-            upserts.Login("tash", "tablet", "ExponentPushToken[tablet]")
-            if path == "api login"
-            else upserts.ReminderPut("tash", "tash-vitamin", spec)
-        )
-        out = upserts.apply(m, [item])
-        assert isinstance(out[0], NotFoundError), out
-    elif path == "cli login":
-        monkeypatch.setattr(
-            tokens_mod, "new_registration", erase_and_recreate_first(tokens_mod.new_registration)
-        )
-        with pytest.raises(NotFoundError):
-            m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
-    else:
-        real_new = creator.manage.new_reminder
-        monkeypatch.setattr(creator.manage, "new_reminder", erase_and_recreate_first(real_new))
-        with pytest.raises(NotFoundError):
-            m.add_reminder(
-                "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
-            )
-    assert new
+    _create_racing(
+        world, monkeypatch, path, lambda: new.update(_erase_and_create_again(other, reminder=True))
+    )
     regs = list(world.db[dbm.TOKENS].find({"userId": "tash"}))
     assert [str(t["_id"]) for t in regs] == [new["reg"]], regs
     rems = list(world.db[dbm.REMINDERS].find({"userId": "tash"}))
@@ -413,18 +408,13 @@ def test_a_batch_that_changes_its_user_and_logs_in_notices_the_user_created_agai
     _seed(world)
     world.planner().run_pass()
     m, other = world.manager(), world.manager()
-    real = upserts._update_users
     done: list[bool] = []
-
-    def erase_and_recreate_first(*a: Any, **kw: Any) -> Any:
-        if not done:
-            done.append(True)
-            erase_user(other, "tash")
-            other.upsert_user("tash", timezone="Asia/Tashkent")
-            other.add_reminder("tash", category="meal", label="lunch", at="12:30", title="Lunch")
-        return real(*a, **kw)
-
-    monkeypatch.setattr(upserts, "_update_users", erase_and_recreate_first)
+    again = _before_first(
+        lambda: _erase_and_create_again(other, device=False, reminder=True),
+        upserts._update_users,
+        done,
+    )
+    monkeypatch.setattr(upserts, "_update_users", again)
     out = upserts.apply(
         m,
         [
@@ -451,19 +441,15 @@ def test_a_put_that_retries_after_the_user_was_created_again_does_not_take_on_th
     _seed(world)
     world.planner().run_pass()
     m, other = world.manager(), world.manager()
-    real = upserts.new_reminder
     done: list[bool] = []
     theirs = upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
 
-    def erase_recreate_and_put_first(*a: Any, **kw: Any) -> Any:
-        if not done:
-            done.append(True)
-            erase_user(other, "tash")
-            other.upsert_user("tash", timezone="Asia/Tashkent")
-            upserts.put_reminder(other, "tash", "tash-r", theirs)
-        return real(*a, **kw)
+    def erase_recreate_and_put() -> None:
+        _erase_and_create_again(other, device=False)
+        upserts.put_reminder(other, "tash", "tash-r", theirs)
 
-    monkeypatch.setattr(upserts, "new_reminder", erase_recreate_and_put_first)
+    again = _before_first(erase_recreate_and_put, upserts.new_reminder, done)
+    monkeypatch.setattr(upserts, "new_reminder", again)
     old = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
     with pytest.raises(NotFoundError):
         upserts.put_reminder(m, "tash", "tash-r", old)
@@ -498,13 +484,8 @@ def test_a_change_of_a_user_erased_meanwhile_does_not_bring_back_a_user_without_
         with pytest.raises(NotFoundError):
             world.manager().upsert_user("tash", enabled=False)
     else:
-        real_update = upserts._update_users
-
-        def erase_first(*a: Any, **kw: Any) -> Any:
-            erase_user(other, "tash")
-            return real_update(*a, **kw)
-
-        monkeypatch.setattr(upserts, "_update_users", erase_first)
+        erase = _before_first(lambda: erase_user(other, "tash"), upserts._update_users, [])
+        monkeypatch.setattr(upserts, "_update_users", erase)
         out = upserts.apply(world.manager(), [upserts.UserChange("tash", enabled=False)])
         assert isinstance(out[0], NotFoundError), out
     assert world.db[dbm.USERS].find_one({"_id": "tash"}) is None
@@ -525,18 +506,9 @@ def test_a_batch_change_applied_alone_at_the_end_notices_the_user_created_again(
     world.planner().run_pass()
     rid = world.db[dbm.REMINDERS].find_one({"userId": "tash"})["_id"]
     m, other = world.manager(), world.manager()
-    real = upserts._insert_users
     done: list[bool] = []
-
-    def erase_and_recreate_first(*a: Any, **kw: Any) -> Any:
-        if not done:
-            done.append(True)
-            erase_user(other, "tash")
-            other.upsert_user("tash", timezone="Asia/Tashkent")
-            other.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
-        return real(*a, **kw)
-
-    monkeypatch.setattr(upserts, "_insert_users", erase_and_recreate_first)
+    again = _before_first(lambda: _erase_and_create_again(other), upserts._insert_users, done)
+    monkeypatch.setattr(upserts, "_insert_users", again)
     spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon, later")
     out = upserts.apply(m, [upserts.ReminderPut("tash", rid, spec)])
     assert done
@@ -557,16 +529,9 @@ def test_a_batch_that_creates_its_erased_user_again_keeps_its_login(
     _seed(world)
     world.planner().run_pass()
     m, other = world.manager(), world.manager()
-    real = upserts._update_users
     done: list[bool] = []
-
-    def erase_first(*a: Any, **kw: Any) -> Any:
-        if not done:
-            done.append(True)
-            erase_user(other, "tash")
-        return real(*a, **kw)
-
-    monkeypatch.setattr(upserts, "_update_users", erase_first)
+    erase = _before_first(lambda: erase_user(other, "tash"), upserts._update_users, done)
+    monkeypatch.setattr(upserts, "_update_users", erase)
     out = upserts.apply(
         m,
         [
@@ -625,20 +590,16 @@ def test_a_change_of_a_reminder_erased_and_put_again_by_the_new_user_does_not_la
     world.planner().run_pass()
     rid = world.db[dbm.REMINDERS].find_one({"userId": "tash"})["_id"]
     m, other = world.manager(), world.manager()
-    real = creator.manage.Manager.supersede
     done: list[bool] = []
 
-    def recreated_first(self: Any, *a: Any, **kw: Any) -> Any:
-        if not done:
-            done.append(True)
-            erase_user(other, "tash")
-            other.upsert_user("tash", timezone="Asia/Tashkent")
-            other.register_token("tash", device="new-phone", token="ExponentPushToken[new-phone]")
-            spec = upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
-            upserts.put_reminder(other, "tash", rid, spec)
-        return real(self, *a, **kw)
+    def recreate_and_put() -> None:
+        _erase_and_create_again(other)
+        upserts.put_reminder(
+            other, "tash", rid, upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
+        )
 
-    monkeypatch.setattr(creator.manage.Manager, "supersede", recreated_first)
+    again = _before_first(recreate_and_put, creator.manage.Manager.supersede, done)
+    monkeypatch.setattr(creator.manage.Manager, "supersede", again)
     with pytest.raises(NotFoundError):
         if how == "put":
             spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon 2")
@@ -668,25 +629,11 @@ def test_a_login_sent_again_for_a_user_erased_and_created_again_plans_nothing_fo
     world.planner().run_pass()
     m, other = world.manager(), world.manager()
     done: list[bool] = []
-
-    def recreated_first(real: Any) -> Any:
-        def step(*a: Any, **kw: Any) -> Any:
-            if not done:
-                done.append(True)
-                erase_user(other, "tash")
-                other.upsert_user("tash", timezone="Asia/Tashkent")
-                other.register_token(
-                    "tash", device="new-phone", token="ExponentPushToken[new-phone]"
-                )
-                other.add_reminder(
-                    "tash", category="meal", label="lunch", at="12:30", title="Lunch"
-                )
-            return real(*a, **kw)
-
-        return step
-
+    recreate = _before_first(
+        lambda: _erase_and_create_again(other, reminder=True), upserts._plan, done
+    )
+    monkeypatch.setattr(upserts, "_plan", recreate)
     again = ("tash", "dev-tash", "ExponentPushToken[tash]")  # as _seed registered it
-    monkeypatch.setattr(upserts, "_plan", recreated_first(upserts._plan))
     out = upserts.apply(m, [upserts.Login(*again)])
     assert isinstance(out[0], NotFoundError), out
     assert done
