@@ -42,7 +42,7 @@ def show(b: Backend, doc: Doc) -> ReminderOut:
     """One reminder with its next and last occurrence."""
     now = b.manager.now
     user = b.db[dbm.USERS].find_one({"_id": doc["userId"]})
-    last = last_occurrences(b.db, doc["userId"], [doc["_id"]], now).get(doc["_id"])
+    last = last_occurrences(b.db, doc["userId"], [doc], now).get(doc["_id"])
     return reminder_out(doc, user, now, last)
 
 
@@ -182,7 +182,7 @@ def list_reminders(
     more = len(docs) > limit
     docs = docs[:limit]
     now = b.manager.now
-    last = last_occurrences(b.db, user_id, [d["_id"] for d in docs], now)
+    last = last_occurrences(b.db, user_id, docs, now)
     items = [reminder_out(d, user, now, last.get(d["_id"])) for d in docs]
     cursor = pages.encode([docs[-1]["_id"]]) if more else None
     link = pages.next_link(request.url.path, {"limit": limit}, cursor)

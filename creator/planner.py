@@ -54,6 +54,7 @@ from shared.domain import intent
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import (
     BUCKETS,
+    MAX_CATCH_UP,
     BadDocument,
     bucket_of,
     group_sorted,
@@ -81,8 +82,6 @@ INSERT_CHUNK = 5000
 # collection's size). Peak memory follows it, not the number of reminders.
 CHUNK_REMINDERS = 20_000
 SCAN_THRESHOLD = 300  # above this many ids, one scan beats $in lookups (docs/architecture.md)
-# How far back a pass re-creates occurrences that no pass planned (creator down).
-MAX_CATCH_UP = dt.timedelta(days=2)
 # Bad documents logged one by one per pass; the rest are counted in one line (and the metric).
 LOG_BAD_DOCUMENTS = 100
 # Its holder runs the janitor (once per pass for the fleet).

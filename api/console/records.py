@@ -20,11 +20,14 @@ from typing import Any
 from pymongo.database import Database
 
 from api.models import ReminderOut, UserOut
-from api.views import last_occurrences, reminder_out, user_out
+from api.views import last_occurrences, ranges_back, reminder_out, user_out
 from shared.domain.messages import Doc
 from shared.store import db as dbm
 
 TIMELINE = 50
+# A user's messages are counted back from the timeline's end up to this many ("or more"
+# past it): a count reads every message it counts, and a history only grows.
+COUNTED = 500
 TOKENS_LISTED = 100
 REMINDERS_LISTED = 500
 
@@ -36,6 +39,7 @@ class UserRecord:
     reminders: list[ReminderOut]
     messages: list[Doc]
     message_total: int
+    message_total_more: bool = False  # at least ``message_total``: counting stopped there
 
 
 def user_record(
@@ -51,21 +55,38 @@ def user_record(
         .sort("_id", 1)
         .limit(REMINDERS_LISTED)
     )
-    last = last_occurrences(database, user_id, [str(r["_id"]) for r in reminders], now)
+    last = last_occurrences(database, user_id, reminders, now)
     coll = database[dbm.MESSAGES]
-    # The API's index (userId, scheduledAt) serves both reads.
-    messages = list(
-        coll.find({"userId": user_id, "scheduledAt": {"$lte": now + dt.timedelta(days=2)}})
-        .sort([("scheduledAt", -1), ("_id", 1)])
-        .limit(TIMELINE)
-    )
+    # The API's index (userId, scheduledAt) serves these reads; the latest are read back a
+    # window at a time until a timeline's worth is found (api.views.ranges_back).
+    ahead = now + dt.timedelta(days=2)
+    messages: list[Doc] = []
+    for rng in ranges_back(ahead):
+        flt = {"userId": user_id, "scheduledAt": rng}
+        want = TIMELINE - len(messages)
+        messages += coll.find(flt).sort([("scheduledAt", -1), ("_id", 1)]).limit(want)
+        if len(messages) >= TIMELINE:
+            break
+    total, more = _count(coll, user_id, ahead)
     return UserRecord(
         user=user_out(doc, categories) if doc is not None else None,
         tokens=tokens,
         reminders=[reminder_out(r, doc, now, last.get(str(r["_id"]))) for r in reminders],
         messages=messages,
-        message_total=coll.count_documents({"userId": user_id}),
+        message_total=total,
+        message_total_more=more,
     )
+
+
+def _count(coll: Any, user_id: str, ahead: dt.datetime) -> tuple[int, bool]:
+    """How many messages the user has, counted back a window at a time up to ``COUNTED``; and
+    whether counting stopped there (there may be more)."""
+    total = coll.count_documents({"userId": user_id, "scheduledAt": {"$gt": ahead}})
+    for rng in ranges_back(ahead):
+        total += coll.count_documents({"userId": user_id, "scheduledAt": rng})
+        if total >= COUNTED:
+            return total, True
+    return total, False
 
 
 @dataclass

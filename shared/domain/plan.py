@@ -53,6 +53,9 @@ __all__ = [
 # everything the planner needs of them. A partition is a contiguous range of buckets, so the
 # number of partitions can change (up to BUCKETS) without rewriting a document.
 BUCKETS = 4096
+# How far back a pass re-creates occurrences that no pass planned (creator down). So no message
+# of a reminder is due more than this (and a pass's length) before the reminder was created.
+MAX_CATCH_UP = dt.timedelta(days=2)
 
 
 def bucket_of(user_id: str) -> int:

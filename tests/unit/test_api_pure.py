@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -131,3 +132,35 @@ def test_new_key_prints_a_key_and_its_settings_entry(capsys):
     entry = json.loads(out.split("TZPUSH_API__KEYS): ")[1])
     assert entry == {"name": "backend", "scope": "ops", "sha256": hash_key(key)}
     assert main(["api", "--new-key", "bad name"]) == 2
+
+
+def test_a_users_messages_are_read_in_windows_that_meet_end_to_end():
+    """``ranges_forward`` and ``ranges_back`` (api.views): windows that grow, each starting
+    where the last ended, the last one open (or ending at ``end``); nothing read twice, no gap;
+    an instant at the ends of time gives the rest in one window, not an overflow (a 500)."""
+    import datetime as dt
+
+    from api.views import BACK, ranges_back, ranges_forward
+
+    t = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
+    fwd = list(ranges_forward(t, None))
+    assert len(fwd) == len(BACK) + 1 and fwd[0] == {"$gte": t, "$lt": t + BACK[0]}
+    for a, b in itertools.pairwise(fwd):
+        assert b["$gte"] == a["$lt"] and set(a) == {"$gte", "$lt"}
+    assert fwd[-1] == {"$gte": t + BACK[-1]}
+    end = t + dt.timedelta(days=10)
+    bounded = list(ranges_forward(t, end))
+    assert bounded[-1] == {"$gte": bounded[-2]["$lt"], "$lt": end} and bounded[-2]["$lt"] < end
+    assert list(ranges_forward(t, t)) == [{"$gte": t, "$lt": t}]  # an empty range, read once
+    back = list(ranges_back(t))
+    assert back[0] == {"$lte": t, "$gt": t - BACK[0]}
+    for a, b in itertools.pairwise(back):
+        assert b["$lte"] == a["$gt"]
+    assert back[-1] == {"$lte": t - BACK[-1]}
+    far = dt.datetime(9999, 12, 31, 23, tzinfo=dt.UTC)
+    assert list(ranges_forward(far, None)) == [{"$gte": far}]
+    early = dt.datetime(1, 1, 2, tzinfo=dt.UTC)
+    assert list(ranges_back(early)) == [
+        {"$lte": early, "$gt": early - BACK[0]},
+        {"$lte": early - BACK[0]},
+    ]
