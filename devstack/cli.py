@@ -187,7 +187,13 @@ def _cmd_fake_expo(args: argparse.Namespace, settings: Settings) -> int:
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
     }
     try:
-        fake.start()
+        try:
+            fake.start()
+        except OSError as exc:  # the port taken (a demo running), or not ours to bind
+            raise InputError(
+                f"cannot listen on {args.host}:{fake.port} ({exc.strerror or exc}); pick "
+                "another with --port (and point TZPUSH_EXPO__BASE_URL at it)"
+            ) from None
         auth = "bearer token required" if token else "no auth"
         print(f"fake Expo listening on {fake.url} ({auth}, {args.rate:g}/s)", flush=True)
         while not stop.wait(1.0):

@@ -22,11 +22,13 @@ import logging
 import threading
 import time
 import uuid
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from pymongo.database import Database
+from pymongo.errors import PyMongoError
 from rich.console import Console
 from rich.live import Live
 
@@ -35,9 +37,10 @@ from devstack.fake_expo import FakeExpo
 from devstack.fake_expo_api import DEAD_AT_RECEIPT_MARK
 from devstack.install import ensure_installed
 from devstack.stack import LocalStack
-from ops.demo_api import DemoApi, show_api, start_api
+from ops.demo_api import show_api, start_api
 from ops.demo_view import PlainLog, Snapshot, render, take
 from shared.domain.messages import Status
+from shared.errors import TransientError, TzpushError
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store.fleet import FleetShare
@@ -127,24 +130,32 @@ def seed(manager: Any, dues: list[dt.datetime], n_users: int) -> list[str]:
     return reminder_ids
 
 
-def _start_stack(settings: Settings, console: Console) -> tuple[LocalStack, list[str]]:
+def _start_stack(settings: Settings, console: Console, cleanup: ExitStack) -> list[str]:
+    """Start what is not running; each service started is stopped by ``cleanup`` (the ones
+    started before a failure too)."""
     stack = LocalStack.from_settings(settings)
     ensure_installed(stack.config)
-    started = []
+    started: list[str] = []
     for name in SERVICES:
         try:
             if stack.start(name):
                 started.append(name)
+                cleanup.callback(stack.stop, name)
         except PortTakenError:
             if not stack.ready(name):
                 raise
             host, port = stack.address(name)
             console.print(f"using the {name} already listening on {host}:{port}")
-    return stack, started
+    return started
 
 
 def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
-    """Run the demo; returns (and prints) the summary."""
+    """Run the demo; returns (and prints) the summary.
+
+    Everything it starts is stopped on the way out, whatever failed: each step of the cleanup
+    is registered as its resource is made (``ExitStack``), and runs even if one before it
+    raised. The database or the broker going away (``tzpush services down`` elsewhere) ends
+    the demo with one line saying so, not a traceback, and a non-zero exit."""
     from consumer.receipts import ReceiptPoller
     from consumer.worker import Consumer
     from creator.manage import Manager
@@ -156,87 +167,94 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
     console = Console()
     live = console.is_terminal if opts.live is None else opts.live
     settings = demo_settings(base, opts)
-    stack, started = _start_stack(settings, console) if opts.services else (None, [])
-    port = settings.local.fake_expo_port if opts.fake_port is None else opts.fake_port
-    try:
-        fake = FakeExpo("127.0.0.1", port, receipt_delay_s=3.0, rate_per_second=600).start()
-    except OSError as exc:
-        console.print(f"fake Expo port {port} unavailable ({exc}); using a free port")
-        fake = FakeExpo("127.0.0.1", 0, receipt_delay_s=3.0, rate_per_second=600).start()
-    settings = settings.model_copy(
-        update={"expo": settings.expo.model_copy(update={"base_url": fake.url})}
-    )
-    database = dbm.connect(settings.mongo)
-    database.client.drop_database(opts.database)
-    dbm.ensure_indexes(database)
-    broker = StompClient(settings).connect()
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
-    # Registered as a live sender before the first request, as `tzpush consumer` does: Expo's
-    # rate is shared by every live sender, and the console's "live consumers" reads the registry.
-    fleet = FleetShare(
-        database,
-        DEMO_CONSUMER,
-        settings.expo.rate_per_second,
-        kind="consumer",
-        categories=settings.categories,
-    ).start()
-    sender = ExpoSender(settings.expo, on_event=metrics.expo_event, rate_share=fleet.rate)
-    consumer = Consumer(settings, database, sender, consumer_id=DEMO_CONSUMER)
-    api: DemoApi | None = None
-    try:
-        if opts.api:
-            api = start_api(settings, opts.api_port, console)  # starts while the demo seeds
-        planner = Planner(database, broker, settings)
-        manager = Manager(database, planner, settings)
-        dues = due_minutes(planner.clock(), opts)
-        reminder_ids = seed(manager, dues, opts.users)
-        report = planner.run_pass()
-        console.print(f"fake Expo at {fake.url}; database {opts.database!r}; {report.summary()}")
-        show_api(api, console, "u00")
-        # Changes of mind after planning: both show up as cancellations with their reasons.
-        r3 = database[dbm.REMINDERS].find_one({"userId": DISABLES_CATEGORY}) or {}
-        manager.upsert_user(DISABLES_CATEGORY, categories={r3.get("category", "meal"): False})
-        r5 = database[dbm.REMINDERS].find_one({"userId": REMOVES_REMINDER}) or {}
-        if r5:
-            manager.remove_reminder(r5["_id"])
+    snap: Snapshot | None = None
+    with ExitStack() as cleanup:
+        started = _start_stack(settings, console, cleanup) if opts.services else []
+        port = settings.local.fake_expo_port if opts.fake_port is None else opts.fake_port
+        try:
+            fake = FakeExpo("127.0.0.1", port, receipt_delay_s=3.0, rate_per_second=600).start()
+        except OSError as exc:
+            console.print(f"fake Expo port {port} unavailable ({exc}); using a free port")
+            fake = FakeExpo("127.0.0.1", 0, receipt_delay_s=3.0, rate_per_second=600).start()
+        cleanup.callback(fake.stop)
+        settings = settings.model_copy(
+            update={"expo": settings.expo.model_copy(update={"base_url": fake.url})}
+        )
+        try:
+            database = dbm.connect(settings.mongo)
+            cleanup.callback(database.client.close)
+            database.client.drop_database(opts.database)
+            dbm.ensure_indexes(database)
+            broker = StompClient(settings).connect()
+            cleanup.callback(broker.close)
+            stop = threading.Event()
+            threads: list[threading.Thread] = []
+            # Registered as a live sender before the first request, as `tzpush consumer` does:
+            # Expo's rate is shared by every live sender, and the console's "live consumers"
+            # reads the registry.
+            fleet = FleetShare(
+                database,
+                DEMO_CONSUMER,
+                settings.expo.rate_per_second,
+                kind="consumer",
+                categories=settings.categories,
+            ).start()
+            cleanup.callback(fleet.stop)
+            sender = ExpoSender(settings.expo, on_event=metrics.expo_event, rate_share=fleet.rate)
+            cleanup.callback(sender.close)
+            consumer = Consumer(settings, database, sender, consumer_id=DEMO_CONSUMER)
+            cleanup.callback(_join, threads)
+            cleanup.callback(stop.set)
+            cleanup.callback(consumer.stop)
+            if opts.api:
+                api = start_api(settings, opts.api_port, console)  # starts while the demo seeds
+                cleanup.callback(api.stop)
+            else:
+                api = None
+            planner = Planner(database, broker, settings)
+            manager = Manager(database, planner, settings)
+            dues = due_minutes(planner.clock(), opts)
+            reminder_ids = seed(manager, dues, opts.users)
+            report = planner.run_pass()
+            where = f"fake Expo at {fake.url}; database {opts.database!r}"
+            console.print(f"{where}; {report.summary()}")
+            show_api(api, console, "u00")
+            # Changes of mind after planning: both show up as cancellations with their reasons.
+            r3 = database[dbm.REMINDERS].find_one({"userId": DISABLES_CATEGORY}) or {}
+            manager.upsert_user(DISABLES_CATEGORY, categories={r3.get("category", "meal"): False})
+            r5 = database[dbm.REMINDERS].find_one({"userId": REMOVES_REMINDER}) or {}
+            if r5:
+                manager.remove_reminder(r5["_id"])
 
-        def creator_loop() -> None:
-            while not stop.wait(settings.creator.interval_seconds):
-                try:
-                    if not broker.connected:  # as the creator service does before each pass
-                        broker.connect()
-                    planner.run_pass()
-                except Exception:
-                    log.exception("demo planning pass failed")
+            def creator_loop() -> None:
+                while not stop.wait(settings.creator.interval_seconds):
+                    try:
+                        if not broker.connected:  # as the creator service does before each pass
+                            broker.connect()
+                        planner.run_pass()
+                    except (TzpushError, PyMongoError) as exc:  # an outage: said, not a trace
+                        log.warning("demo planning pass failed: %s", exc)
+                    except Exception:
+                        log.exception("demo planning pass failed")
 
-        receipts = ReceiptPoller(settings, database, sender)
-        for target, name in (
-            (consumer.run, DEMO_CONSUMER),
-            (lambda: receipts.run(stop), "demo-receipts"),
-            (creator_loop, "demo-creator"),
-        ):
-            threads.append(threading.Thread(target=target, name=name, daemon=True))
-            threads[-1].start()
-        _watch(database, fake, opts, live, console, f"tzpush demo: {len(reminder_ids)} reminders")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        snap = take(database, fake)
-        if api is not None:
-            api.stop()
-        consumer.stop()
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
-        fleet.stop()
-        sender.close()
-        broker.close()
-        fake.stop()
-        database.client.close()
-        if stack is not None:
-            for name in reversed(started):
-                stack.stop(name)
+            receipts = ReceiptPoller(settings, database, sender)
+            for target, name in (
+                (consumer.run, DEMO_CONSUMER),
+                (lambda: receipts.run(stop), "demo-receipts"),
+                (creator_loop, "demo-creator"),
+            ):
+                threads.append(threading.Thread(target=target, name=name, daemon=True))
+                threads[-1].start()
+            title = f"tzpush demo: {len(reminder_ids)} reminders"
+            with suppress(KeyboardInterrupt):  # Ctrl-C: the summary, then everything stops
+                _watch(database, fake, opts, live, console, title)
+            snap = take(database, fake)
+        except PyMongoError as exc:
+            raise TransientError(
+                f"the demo's database went away ({_first_line(exc)}); was `tzpush services "
+                "down` run elsewhere? Everything the demo started is stopped"
+            ) from None
+    assert snap is not None
     summary = snap.summary()
     summary["stopped_services"] = started
     _print_summary(console, summary)
@@ -244,6 +262,16 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
         with open(opts.summary_json, "w") as fh:
             json.dump(summary, fh, indent=2, default=str)
     return summary
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for t in threads:
+        t.join(timeout=30)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
 
 
 def _watch(
@@ -286,8 +314,9 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
     console.print(
         "summary: "
         + ", ".join(f"{k} {v}" for k, v in s["messages"].items())
-        + f"; {len(s['deliveries'])} pushes received by the fake, lateness p50 {lat['p50']} ms,"
-        f" max {lat['max']} ms; {len(s['deactivated'])} token(s) deactivated",
+        + f"; {len(s['deliveries'])} pushes received by the fake, "
+        + (f"lateness p50 {lat['p50']} ms, max {lat['max']} ms" if s["deliveries"] else "none yet")
+        + f"; {len(s['deactivated'])} token(s) deactivated",
         highlight=False,
         markup=False,
         soft_wrap=True,

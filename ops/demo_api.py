@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
+from devstack.processes import die_with_parent_preexec
 from shared.settings import Settings
 
 DEMO_KEY_NAME = "demo"
@@ -110,6 +111,8 @@ def start_api(settings: Settings, api_port: int | None, console: Console) -> Dem
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # Gone with the demo even if it is killed before it can stop it.
+            preexec_fn=die_with_parent_preexec,
         )
     url_host = f"[{host}]" if ":" in host else host
     return DemoApi(f"http://{url_host}:{port}", key, proc, log_path)

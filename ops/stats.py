@@ -206,10 +206,13 @@ def render(stats: Doc) -> None:
     t.add_row("[b]total[/]", *(f"[b]{stats['messages'][s]}[/]" for s in statuses))
     console.print(t)
     lat = stats["lateness_ms"]
-    console.print(
-        f"lateness of sent messages ({lat['count']}): p50 {lat['p50']} ms, "
-        f"p95 {lat['p95']} ms, max {lat['max']} ms"
-    )
+    if lat["count"]:
+        console.print(
+            f"lateness of sent messages ({lat['count']}): p50 {lat['p50']} ms, "
+            f"p95 {lat['p95']} ms, max {lat['max']} ms"
+        )
+    else:
+        console.print("lateness of sent messages: none sent yet")
     console.print(
         f"tokens: {stats['tokens']['active']} active, {stats['tokens']['inactive']} inactive"
     )

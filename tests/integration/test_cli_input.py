@@ -182,3 +182,18 @@ def test_a_logout_from_the_cli_deactivates_only_that_users_registration(tzpush: 
     code, out, _ = tzpush("tokens", "logout", "gwen", "--device", "shared-phone")
     assert code == 0 and out.startswith("1 registration")
     assert world.db[dbm.TOKENS].count_documents({"isActive": True}) == 0
+
+
+def test_a_fake_expo_on_a_taken_port_gets_one_line_saying_what_to_do(tzpush: Run):
+    """`tzpush fake-expo &` from the README while `make run` holds its port (a README
+    walk-through): it died with a traceback ending in "Address already in use"."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = tzpush("fake-expo", "--port", str(port))
+    assert code == 2
+    line = one_line(err)
+    assert f"127.0.0.1:{port}" in line and "--port" in line

@@ -145,3 +145,68 @@ def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tm
     assert "delivered u00" in out and "lateness" in out
     assert "cancelled u05" in out and "token deactivated for u07" in out
     assert "summary: " in out
+
+
+def test_a_demo_whose_database_goes_away_stops_everything_it_started(stack, tmp_path):
+    """`tzpush services down` in another terminal while `make run` runs (found by a README
+    walk-through): the demo's summary read failed in its cleanup, the steps after it never ran,
+    and its API child (its own session, so a Ctrl-C reaches only the demo) kept answering
+    after the demo had exited. Now every step of the cleanup runs whatever one before it
+    raised, the demo says in one line why it stopped, and exits non-zero."""
+    s = stack.settings
+    env = {
+        **os.environ,
+        "TZPUSH_MONGO__URI": s.mongo.uri.get_secret_value(),
+        "TZPUSH_MONGO__TIMEOUT_MS": "3000",
+        "TZPUSH_STOMP__PORT": str(s.stomp.port),
+        "TZPUSH_LOCAL__STATE_DIR": s.local.state_dir,
+        "TZPUSH_METRICS__PORT": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    api_port = _free_port()
+    cmd = [
+        sys.executable, "-m", "ops.cli", "demo", "--no-services", "--fake-port", "0",
+        "--database", DEMO_DB + "_gone", "--minutes", "3", "--min-lead", "20",
+        "--duration", "150", "--api-port", str(api_port),
+    ]  # fmt: skip
+    lines: list[str] = []
+    curl_seen = threading.Event()
+
+    def read(stream) -> None:
+        for line in stream:
+            lines.append(line)
+            if CURL.match(line.strip()):
+                curl_seen.set()
+
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err:
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+    reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+    reader.start()
+    health = f"http://127.0.0.1:{api_port}/healthz"
+    try:
+        assert curl_seen.wait(90), "".join(lines)[-3000:]
+        assert httpx.get(health, timeout=10).status_code == 200
+        stack.stop("mongo")
+        try:
+            proc.wait(timeout=90)
+        finally:
+            stack.start("mongo")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+    out, err_text = "".join(lines), err_file.read_text()
+    try:
+        answer = httpx.get(health, timeout=2)
+        raise AssertionError(f"the demo's API still answers ({answer.status_code}) after it")
+    except httpx.TransportError:
+        pass
+    assert proc.returncode not in (0, None), out[-2000:]
+    assert "Traceback" not in err_text and "Traceback" not in out, err_text[-3000:]
+    assert "tzpush: " in err_text and "database" in err_text, err_text[-2000:]
+    with stack.mongo_client() as client:
+        client.drop_database(DEMO_DB + "_gone")

@@ -96,3 +96,10 @@ def test_the_same_read_counts_pushes_per_minute_for_the_console(world):
     data = compute(world.db, None, sent_since=now)
     assert data["sent_per_minute"] == {minute: 2}
     assert "sent_per_minute" not in compute(world.db, None)
+
+
+def test_stats_with_nothing_sent_say_so(world, capsys):
+    """Found by a README walk-through: `p50 None ms, p95 None ms, max None ms`."""
+    assert run_cli(world.settings, "stats") == 0
+    out = capsys.readouterr().out
+    assert "lateness of sent messages: none sent yet" in out and "None" not in out
