@@ -24,6 +24,9 @@ def encode(key: list[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+NOT_OURS = "is not a cursor this list gave out"
+
+
 def decode(cursor: str | None, shape: tuple[type, ...]) -> list[Any] | None:
     """The sort key in ``cursor`` (a list whose items have the types of ``shape``), or None."""
     if cursor is None:
@@ -38,7 +41,7 @@ def decode(cursor: str | None, shape: tuple[type, ...]) -> list[Any] | None:
         or len(key) != len(shape)
         or not all(type(v) is t for v, t in zip(key, shape, strict=True))
     ):
-        raise invalid([field_error("after", "is not a cursor this list gave out", "query")])
+        raise invalid([field_error("after", NOT_OURS, "query")])
     return key
 
 

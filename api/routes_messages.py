@@ -58,7 +58,12 @@ def list_messages(
     erased) has an empty list."""
     start, end = _instant(since, "since"), _instant(until, "until")
     key = pages.decode(page.after, (int, str))
-    after = None if key is None else (EPOCH + dt.timedelta(milliseconds=key[0]), key[1])
+    after = None
+    if key is not None:
+        try:
+            after = (EPOCH + dt.timedelta(milliseconds=key[0]), key[1])
+        except OverflowError:  # past year 9999 or before year 1: not one this list gave out
+            raise invalid([field_error("after", pages.NOT_OURS, "query")]) from None
     docs, more = messages_page(
         b.db,
         user_id,

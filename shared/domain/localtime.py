@@ -70,9 +70,23 @@ class Occurrence(NamedTuple):
     at: dt.datetime
 
 
+# Files of the host's zone database that load but are no user's IANA zone: "localtime" is the
+# host's own zone, "Factory" a placeholder (offset 0, abbreviation "-00"), "posixrules" a rules
+# template; "right/..." (clocks that count leap seconds: 27 s off today) and "posix/..." are
+# copies of the database some systems ship beside it.
+NOT_USER_ZONES = frozenset({"localtime", "Factory", "posixrules"})
+COPY_PREFIXES = ("right/", "posix/")
+
+
 def _zone(tz: str) -> zoneinfo.ZoneInfo:
-    if not isinstance(tz, str) or tz == "localtime":  # "localtime" is the host's zone, not a user's
+    if not isinstance(tz, str) or tz in NOT_USER_ZONES:
         raise LocalTimeError(f"unknown time zone {tz!r}")
+    if tz.startswith(COPY_PREFIXES):
+        name = tz.split("/", 1)[1]
+        raise LocalTimeError(
+            f"unknown time zone {tz!r}: {tz.split('/')[0]}/ names a copy of the zone database "
+            f"with other rules, not an IANA zone; use {name!r}"
+        )
     zone = _load_zone(tz)
     _known_zones.add(tz)
     return zone

@@ -332,3 +332,17 @@ def test_batch_applies_each_item_in_order_and_answers_each_on_its_own(app, db):
     assert [x["status"] for x in again["results"]] == [200, 200, 200]  # upserts: safe to resend
     too_many = app.post("/v1/batch", json={"items": [items[0]] * 1001})
     assert too_many.status_code == 422 and too_many.json()["errors"][0]["name"] == "items"
+
+
+def test_a_cursor_past_the_ends_of_time_is_a_422_naming_after(app):
+    """Found by an audit of the API against docs/api.md: a cursor whose instant is past year
+    9999 (or before year 1) was a 500 (an OverflowError reading it)."""
+    import base64
+    import json
+
+    _user(app, "u1", tz="UTC")
+    for ms in (253402300800000, 2**63, -(2**62), -62135596800001):
+        cursor = base64.urlsafe_b64encode(json.dumps([ms, "a"]).encode()).decode().rstrip("=")
+        r = app.get(f"/v1/users/u1/messages?after={cursor}")
+        assert r.status_code == 422, (ms, r.status_code, r.text)
+        assert r.json()["errors"][0]["name"] == "after"

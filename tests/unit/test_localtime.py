@@ -227,6 +227,12 @@ def test_validate_timezone() -> None:
         "America",
         "zone.tab",
         "localtime",
+        # Files of the host's database that load but are no user's zone (found by an audit of
+        # the API: "right/Europe/Berlin" was accepted and put 08:00 at +02:00 in December).
+        "Factory",
+        "posixrules",
+        "right/Europe/Berlin",
+        "posix/Europe/Berlin",
     ],
 )
 def test_unknown_time_zone_is_refused(tz: str) -> None:
@@ -234,6 +240,11 @@ def test_unknown_time_zone_is_refused(tz: str) -> None:
         validate_timezone(tz)
     with pytest.raises(LocalTimeError, match="unknown time zone"):
         first_after("09:00", tz, utc(2026, 1, 1))
+
+
+def test_a_copy_of_the_zone_database_is_refused_naming_the_zone_to_use() -> None:
+    with pytest.raises(LocalTimeError, match="use 'Europe/Berlin'"):
+        validate_timezone("right/Europe/Berlin")
 
 
 @pytest.mark.parametrize("tz", [None, 5, ["Europe/Berlin"]])

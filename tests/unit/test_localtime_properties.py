@@ -18,10 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.domain.localtime import Occurrence, next_occurrence, occurrences_between
+from shared.domain.localtime import (
+    NOT_USER_ZONES,
+    Occurrence,
+    next_occurrence,
+    occurrences_between,
+)
 from tests.unit.localtime_oracle import DAY, EPOCH_ORD, expected_between, transitions
 
-ZONES = sorted(zoneinfo.available_timezones() - {"localtime"})
+ZONES = sorted(zoneinfo.available_timezones() - NOT_USER_ZONES)
 ALL_DAYS = frozenset(range(7))
 
 
