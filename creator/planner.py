@@ -63,6 +63,7 @@ from shared.domain.plan import (
     partition_of,
     plan_checked,
 )
+from shared.errors import TransientError
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import erasure
@@ -618,10 +619,41 @@ class Planner:
             report.erased |= gone
             if gone:
                 inserted = [d for d in inserted if d["userId"] not in gone]
-        armed = self._publish(inserted)
-        if armed and self.broker is not None:
-            self.broker.flush()
+        try:
+            armed = self._publish(inserted)
+            if armed and self.broker is not None:
+                self.broker.flush()
+        except TransientError as exc:
+            self._arm_later(inserted, start, end, now, exc, report)
+            return
         report.wakeups += len(armed)
+
+    def _arm_later(
+        self,
+        inserted: list[Doc],
+        start: dt.datetime,
+        end: dt.datetime,
+        now: dt.datetime,
+        exc: TransientError,
+        report: PassReport,
+    ) -> None:
+        """The broker could not take a change's wake-ups: its messages are in the database,
+        and its users' partitions are marked to be planned again (``partitions.reopen``), so
+        their next pass arms them as found. The change stands (a retry would only find it
+        done; a 503 made a POST's retry a second reminder): said in the log and the report."""
+        if not inserted:
+            return
+        n = self.settings.creator.partitions
+        pids = {
+            parts_store.partition_id(partition_of(bucket_of(d["userId"]), n), n) for d in inserted
+        }
+        parts_store.reopen(self.db, pids, start, end, now)
+        note = (
+            f"{len(inserted)} message(s) planned but not armed ({exc}): the next planning pass "
+            "arms them"
+        )
+        log.warning("%s", note)
+        report.notes.append(note)
 
     def _drop_erased(
         self,

@@ -145,6 +145,28 @@ def begin(
     return res.matched_count == 1
 
 
+def reopen(
+    database: Database[Doc], pids: Iterable[str], start: dt.datetime, end: dt.datetime, now: Any
+) -> None:
+    """Mark these partitions' window ``[start, end)`` to be planned again by their next pass,
+    whoever holds them: what a change planned there could not be armed (the broker away). The
+    pass finds those messages by their ids and arms them as found (``Planner._run_partitions``);
+    a window already marked is widened, never narrowed."""
+    coll = database[dbm.PARTITIONS]
+    for pid in sorted(set(pids)):
+        try:
+            coll.update_one(
+                {"_id": pid},
+                {
+                    "$min": {"inProgress.from": start, "inProgress.at": now},
+                    "$max": {"inProgress.to": end},
+                },
+            )
+        except WriteError:  # ``inProgress`` is there but not a document (null, by hand)
+            window = {"from": start, "to": end, "at": now}
+            coll.update_one({"_id": pid}, {"$set": {"inProgress": window}})
+
+
 def in_progress_since(database: Database[Doc], pids: Iterable[str]) -> dt.datetime | None:
     """The earliest ``inProgress.at`` of these partitions (None: none in progress)."""
     ats = [

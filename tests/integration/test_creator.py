@@ -817,3 +817,40 @@ def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurre
     armed = {i.id for f in drain(world, "medication", 4) for i in decode(f.body).items}
     assert {d["_id"] for d in new} <= armed
     assert not {d["_id"] for d in msgs if d["reminderVersion"] == 1} & armed
+
+
+def test_a_change_made_while_the_broker_is_away_is_armed_by_the_next_pass(world: World) -> None:
+    """Found by an audit of the API: a reminder added while the broker was unreachable was
+    stored with its message planned, the change answered 503, and nothing ever armed that
+    message: a running creator's passes plan new slices only, so it stayed pending past its due
+    instant and ended is_missed. Now the change is stored and answered, its partition's window
+    is marked to be planned again, and the next pass arms what the change planned."""
+    from creator.manage import Manager
+
+    m = world.manager()
+    world.planner().run_pass()  # a planned window: a change plans at once
+    world.user("away", tz="UTC", manager=m)
+    away = world.settings.model_copy(
+        update={"stomp": world.settings.stomp.model_copy(update={"port": _closed_port()})}
+    )
+    cut_off = Manager(
+        world.db, Planner(world.db, StompClient(away), world.settings), world.settings
+    )
+    due = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)).strftime("%H:%M")
+    cut_off.add_reminder("away", category="meal", label="lunch", at=due)
+    [planned] = list(world.db[dbm.MESSAGES].find({"userId": "away"}))
+    assert planned["status"] == "pending"
+    planner = world.planner()
+    fire_at_once(planner)
+    planner.run_pass()
+    frames = drain(world, "meal", 1)
+    armed = {i.id for f in frames for i in decode(f.body).items}
+    assert planned["_id"] in armed
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
