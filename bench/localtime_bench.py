@@ -40,7 +40,7 @@ def _reminders(
     n: int, seed: int, start: dt.datetime = NOW
 ) -> list[tuple[dt.time, str, dt.datetime, int, Any]]:
     rng = random.Random(seed)
-    all_zones = sorted(zoneinfo.available_timezones() - {"localtime"})
+    all_zones = sorted(zoneinfo.available_timezones() - localtime.NOT_USER_ZONES)
     out = []
     for _ in range(n):
         tz = rng.choice(REALISTIC_ZONES if rng.random() < 0.5 else all_zones)
