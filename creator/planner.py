@@ -643,11 +643,8 @@ class Planner:
         done; a 503 made a POST's retry a second reminder): said in the log and the report."""
         if not inserted:
             return
-        n = self.settings.creator.partitions
-        pids = {
-            parts_store.partition_id(partition_of(bucket_of(d["userId"]), n), n) for d in inserted
-        }
-        parts_store.reopen(self.db, pids, start, end, now)
+        users = {d["userId"] for d in inserted}
+        parts_store.reopen(self.db, users, self.settings.creator.partitions, start, end, now)
         note = (
             f"{len(inserted)} message(s) planned but not armed ({exc}): the next planning pass "
             "arms them"

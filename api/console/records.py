@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pymongo.collection import Collection
 from pymongo.database import Database
 
 from api.models import ReminderOut, UserOut
@@ -78,7 +79,7 @@ def user_record(
     )
 
 
-def _count(coll: Any, user_id: str, ahead: dt.datetime) -> tuple[int, bool]:
+def _count(coll: Collection[Doc], user_id: str, ahead: dt.datetime) -> tuple[int, bool]:
     """How many messages the user has, counted back a window at a time up to ``COUNTED``; and
     whether counting stopped there (there may be more)."""
     total = coll.count_documents({"userId": user_id, "scheduledAt": {"$gt": ahead}})

@@ -146,14 +146,20 @@ def begin(
 
 
 def reopen(
-    database: Database[Doc], pids: Iterable[str], start: dt.datetime, end: dt.datetime, now: Any
+    database: Database[Doc],
+    user_ids: Iterable[str],
+    partitions: int,
+    start: dt.datetime,
+    end: dt.datetime,
+    now: Any,
 ) -> None:
-    """Mark these partitions' window ``[start, end)`` to be planned again by their next pass,
-    whoever holds them: what a change planned there could not be armed (the broker away). The
-    pass finds those messages by their ids and arms them as found (``Planner._run_partitions``);
-    a window already marked is widened, never narrowed."""
+    """Mark the window ``[start, end)`` of these users' partitions to be planned again by their
+    next pass, whoever holds them: what a change planned there could not be armed (the broker
+    away). The pass finds those messages by their ids and arms them as found
+    (``Planner._run_partitions``); a window already marked is widened, never narrowed."""
     coll = database[dbm.PARTITIONS]
-    for pid in sorted(set(pids)):
+    pids = {partition_id(p, partitions) for p in _partitions_of(user_ids, partitions).values()}
+    for pid in sorted(pids):
         try:
             coll.update_one(
                 {"_id": pid},
@@ -194,7 +200,7 @@ def watermarks(
     ``reach``: how far messages may already exist instead, the end of a window in progress when
     it lies beyond the watermark (a pass running or dead before its watermark moved): what a
     change must cancel up to, since that pass may have inserted the old version's messages."""
-    parts = {u: partition_of(bucket_of(u), partitions) for u in user_ids}
+    parts = _partitions_of(user_ids, partitions)
     ids = sorted({partition_id(p, partitions) for p in parts.values()})
     if not ids:
         return {}
@@ -204,6 +210,11 @@ def watermarks(
         for p in parts.values():
             found.setdefault(p, legacy)
     return {u: found.get(p) for u, p in parts.items()}
+
+
+def _partitions_of(user_ids: Iterable[str], partitions: int) -> dict[str, int]:
+    """Each user's partition: the one holding the user's bucket."""
+    return {u: partition_of(bucket_of(u), partitions) for u in user_ids}
 
 
 def _mark(doc: Doc, reach: bool) -> dt.datetime | None:

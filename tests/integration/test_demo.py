@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -47,23 +49,40 @@ def _curl_request(line: str) -> tuple[str, dict[str, str]]:
     return words[-1], headers
 
 
-def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tmp_path):
+@dataclass
+class _Demo:
+    """A `tzpush demo` subprocess on the test stack, its output read as it comes."""
+
+    proc: subprocess.Popen[str]
+    lines: list[str]
+    curl_seen: threading.Event  # the curl line is printed: its API answers
+    reader: threading.Thread
+    err_file: Path
+
+    def out(self) -> str:
+        return "".join(self.lines)
+
+    def end(self) -> None:
+        """Killed if still running; its output read to the end."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join(timeout=10)
+
+
+def _start_demo(stack, tmp_path, *args: str, **env: str) -> _Demo:
+    """``tzpush demo --no-services --fake-port 0 ARGS`` on the test stack (``env``: more)."""
     s = stack.settings
-    env = {
+    full_env = {
         **os.environ,
         "TZPUSH_MONGO__URI": s.mongo.uri.get_secret_value(),
         "TZPUSH_STOMP__PORT": str(s.stomp.port),
         "TZPUSH_LOCAL__STATE_DIR": s.local.state_dir,
         "TZPUSH_METRICS__PORT": "0",
         "PYTHONUNBUFFERED": "1",
+        **env,
     }
-    api_port = _free_port()
-    summary_file = tmp_path / "summary.json"
-    cmd = [
-        sys.executable, "-m", "ops.cli", "demo", "--no-services", "--fake-port", "0",
-        "--database", DEMO_DB, "--minutes", "1", "--min-lead", "20", "--until-done",
-        "--duration", "150", "--summary-json", str(summary_file), "--api-port", str(api_port),
-    ]  # fmt: skip
+    cmd = [sys.executable, "-m", "ops.cli", "demo", "--no-services", "--fake-port", "0", *args]
     lines: list[str] = []
     curl_seen = threading.Event()
 
@@ -73,18 +92,37 @@ def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tm
             if CURL.match(line.strip()):
                 curl_seen.set()
 
-    stderr_file = tmp_path / "stderr.txt"
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err:
+        proc = subprocess.Popen(
+            cmd, env=full_env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+    reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+    reader.start()
+    return _Demo(proc, lines, curl_seen, reader, err_file)
+
+
+def _answers(url: str) -> int | None:
+    """The status ``url`` answers with, or None if nothing listens there any more."""
     try:
-        with stderr_file.open("w") as err:
-            proc = subprocess.Popen(
-                cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True
-            )
-        reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
-        reader.start()
+        return httpx.get(url, timeout=2).status_code
+    except httpx.TransportError:
+        return None
+
+
+def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tmp_path):
+    api_port = _free_port()
+    summary_file = tmp_path / "summary.json"
+    try:
+        demo = _start_demo(
+            stack, tmp_path,
+            "--database", DEMO_DB, "--minutes", "1", "--min-lead", "20", "--until-done",
+            "--duration", "150", "--summary-json", str(summary_file), "--api-port", str(api_port),
+        )  # fmt: skip
         try:
             # While the demo runs: the printed curl line works as it stands, and so does /docs.
-            assert curl_seen.wait(90), "".join(lines)[-3000:]
-            out_so_far = "".join(lines)
+            assert demo.curl_seen.wait(90), demo.out()[-3000:]
+            out_so_far = demo.out()
             curl = CURL.search(out_so_far)
             assert curl is not None
             url, headers = _curl_request(curl.group(0))
@@ -97,20 +135,14 @@ def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tm
             assert httpx.get(url, timeout=10).status_code == 401  # the key is what lets it in
             assert f"http://127.0.0.1:{api_port}/docs" in out_so_far
             assert httpx.get(f"http://127.0.0.1:{api_port}/docs", timeout=10).status_code == 200
-            proc.wait(timeout=200)
+            demo.proc.wait(timeout=200)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        reader.join(timeout=10)
-        assert proc.returncode == 0, stderr_file.read_text()[-3000:]
-        out = "".join(lines)
+            demo.end()
+        assert demo.proc.returncode == 0, demo.err_file.read_text()[-3000:]
+        out = demo.out()
         # Stopped with everything else: nothing answers on the API's port any more.
-        try:
-            httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=2)
-            raise AssertionError("the demo's API still answers after the demo stopped")
-        except httpx.TransportError:
-            pass
+        gone = _answers(f"http://127.0.0.1:{api_port}/healthz")
+        assert gone is None, f"the demo's API still answers ({gone}) after the demo stopped"
         summary = json.loads(summary_file.read_text())
         database = mongo_client[DEMO_DB]
         msgs = list(database[dbm.MESSAGES].find())
@@ -153,58 +185,27 @@ def test_a_demo_whose_database_goes_away_stops_everything_it_started(stack, tmp_
     and its API child (its own session, so a Ctrl-C reaches only the demo) kept answering
     after the demo had exited. Now every step of the cleanup runs whatever one before it
     raised, the demo says in one line why it stopped, and exits non-zero."""
-    s = stack.settings
-    env = {
-        **os.environ,
-        "TZPUSH_MONGO__URI": s.mongo.uri.get_secret_value(),
-        "TZPUSH_MONGO__TIMEOUT_MS": "3000",
-        "TZPUSH_STOMP__PORT": str(s.stomp.port),
-        "TZPUSH_LOCAL__STATE_DIR": s.local.state_dir,
-        "TZPUSH_METRICS__PORT": "0",
-        "PYTHONUNBUFFERED": "1",
-    }
     api_port = _free_port()
-    cmd = [
-        sys.executable, "-m", "ops.cli", "demo", "--no-services", "--fake-port", "0",
+    demo = _start_demo(
+        stack, tmp_path,
         "--database", DEMO_DB + "_gone", "--minutes", "3", "--min-lead", "20",
         "--duration", "150", "--api-port", str(api_port),
-    ]  # fmt: skip
-    lines: list[str] = []
-    curl_seen = threading.Event()
-
-    def read(stream) -> None:
-        for line in stream:
-            lines.append(line)
-            if CURL.match(line.strip()):
-                curl_seen.set()
-
-    err_file = tmp_path / "stderr.txt"
-    with err_file.open("w") as err:
-        proc = subprocess.Popen(
-            cmd, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True
-        )
-    reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
-    reader.start()
+        TZPUSH_MONGO__TIMEOUT_MS="3000",
+    )  # fmt: skip
     health = f"http://127.0.0.1:{api_port}/healthz"
     try:
-        assert curl_seen.wait(90), "".join(lines)[-3000:]
+        assert demo.curl_seen.wait(90), demo.out()[-3000:]
         assert httpx.get(health, timeout=10).status_code == 200
         stack.stop("mongo")
         try:
-            proc.wait(timeout=90)
+            demo.proc.wait(timeout=90)
         finally:
             stack.start("mongo")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(timeout=10)
-    out, err_text = "".join(lines), err_file.read_text()
-    try:
-        answer = httpx.get(health, timeout=2)
-        raise AssertionError(f"the demo's API still answers ({answer.status_code}) after it")
-    except httpx.TransportError:
-        pass
+        demo.end()
+    proc, out, err_text = demo.proc, demo.out(), demo.err_file.read_text()
+    gone = _answers(health)
+    assert gone is None, f"the demo's API still answers ({gone}) after it"
     assert proc.returncode not in (0, None), out[-2000:]
     assert "Traceback" not in err_text and "Traceback" not in out, err_text[-3000:]
     assert "tzpush: " in err_text and "database" in err_text, err_text[-2000:]
