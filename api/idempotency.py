@@ -1,14 +1,17 @@
 """``Idempotency-Key`` for POSTs that create: the same key and body within 24 h answer the same.
 
 A record per (API key name, route, Idempotency-Key) in ``api_idempotency``: inserted before the
-work (its ``_id`` is the claim, so two concurrent requests with one key cannot both run), and
-completed with the answer. Then:
+work (its ``_id`` is the claim, so two concurrent requests with one key cannot both run), with
+the id of what the request creates, and completed with the answer. Then:
 - the same key and the same body (a retry): the stored answer, with ``Idempotent-Replayed: true``;
 - the same key and another body: 422, the key was used for something else;
 - the same key while the first request still runs: 409, try again shortly.
-Only successful answers are kept: a refused request leaves no record, so it can be corrected
-and sent again under the same key. Records expire after 24 h (checked on read, and removed by a
-TTL index); a claim older than ``STALE_CLAIM`` (a process that died mid-request) is taken over.
+A refused request (4xx) leaves no record, so it can be corrected and sent again under the same
+key. A request cut by an outage (or a bug) may have written part of its work: its record stays,
+``failed``, and the same request sent again takes it over and goes on under the same id (so it
+finishes that resource instead of creating a second one). So does a request whose process died
+(a claim older than ``STALE_CLAIM``). Records expire 24 h after the key's first use (checked on
+read, and removed by a TTL index).
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ class Stored:
     body: Any
 
 
+@dataclass(frozen=True)
+class Claim:
+    """Go ahead: create ``resource_id``, the same id on every attempt under this key."""
+
+    resource_id: str
+
+
 def check_key(key: str) -> str:
     if not 1 <= len(key) <= MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in key):
         raise invalid(
@@ -70,23 +80,30 @@ class IdempotencyStore:
     def record_id(principal: str, route: str, key: str) -> str:
         return fingerprint(principal, route, key)
 
-    def begin(self, record_id: str, request_hash: str) -> Stored | None:
-        """Claim the key (None: go ahead), or the stored answer of the same request."""
+    def begin(self, record_id: str, request_hash: str, fresh_id: str) -> Stored | Claim:
+        """Claim the key for a request that creates ``fresh_id`` (or the id an earlier attempt
+        of the same request was creating), or the stored answer of the same request."""
         for _ in range(3):
             now = self.clock()
             try:
                 self.coll.insert_one(
-                    {"_id": record_id, "hash": request_hash, "state": "running", "createdAt": now}
+                    {
+                        "_id": record_id,
+                        "hash": request_hash,
+                        "state": "running",
+                        "resourceId": fresh_id,
+                        "createdAt": now,
+                        "claimedAt": now,
+                    }
                 )
-                return None
+                return Claim(fresh_id)
             except DuplicateKeyError:
                 pass
             doc = self.coll.find_one({"_id": record_id})
             if doc is None:
                 continue  # expired or released meanwhile: claim again
             created = doc.get("createdAt") or now
-            running = doc.get("state") == "running"
-            if now - created > TTL or (running and now - created > STALE_CLAIM):
+            if now - created > TTL:
                 self.coll.delete_one({"_id": record_id, "createdAt": doc.get("createdAt")})
                 continue
             if doc.get("hash") != request_hash:
@@ -96,14 +113,24 @@ class IdempotencyStore:
                     "a new key for a new request",
                     slug="idempotency-key-reused",
                 )
-            if running:
+            state = doc.get("state")
+            if state == "done":
+                return Stored(int(doc["status"]), json.loads(doc["body"]))
+            claimed = doc.get("claimedAt") or created
+            if state == "running" and now - claimed <= STALE_CLAIM:
                 raise ApiProblem(
                     409,
                     "a request with this Idempotency-Key is still in progress; retry shortly",
                     slug="idempotency-key-in-use",
                     headers={"Retry-After": "1"},
                 )
-            return Stored(int(doc["status"]), json.loads(doc["body"]))
+            # Cut by an outage, or its process died: take it over, under the same id.
+            taken = self.coll.update_one(
+                {"_id": record_id, "state": state, "claimedAt": doc.get("claimedAt")},
+                {"$set": {"state": "running", "claimedAt": now}},
+            )
+            if taken.modified_count == 1:
+                return Claim(str(doc.get("resourceId") or fresh_id))
         raise ApiProblem(409, "could not claim the Idempotency-Key; retry", slug="conflict")
 
     def finish(self, record_id: str, status: int, body: Any) -> None:
@@ -113,4 +140,10 @@ class IdempotencyStore:
         )
 
     def release(self, record_id: str) -> None:
+        """A refusal: nothing was made, the key is free again."""
         self.coll.delete_one({"_id": record_id, "state": "running"})
+
+    def cut(self, record_id: str) -> None:
+        """Cut off (an outage, a bug): part of the work may be done; the same request sent
+        again takes the record over and finishes it under the same id."""
+        self.coll.update_one({"_id": record_id, "state": "running"}, {"$set": {"state": "failed"}})

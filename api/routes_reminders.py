@@ -12,13 +12,14 @@ from fastapi.responses import JSONResponse
 from api import pages
 from api.checks import WEEKDAYS
 from api.deps import AppCaller, Backend, BackendDep
-from api.idempotency import IdempotencyStore, check_key, fingerprint
+from api.idempotency import IdempotencyStore, Stored, check_key, fingerprint
 from api.manage import ReminderSpec, new_reminder_id
 from api.models import ReminderIn, ReminderOut, ReminderPage, ReminderPatch
 from api.params import IdempotencyKey, PageDep, ReminderId, UserId
-from api.problems import NO_CONTENT, READS, WRITES, problem_responses
+from api.problems import NO_CONTENT, READS, WRITES, ApiProblem, problem_responses
 from api.views import last_occurrences, reminder_out
 from shared.domain.messages import Doc
+from shared.errors import ConflictError, InputError, NotFoundError
 from shared.store import db as dbm
 
 router = APIRouter(prefix="/v1/users/{userId}/reminders", tags=["reminders"])
@@ -99,16 +100,20 @@ def post_reminder(
         return show(b, doc)
     store: IdempotencyStore = b.idempotency
     record = store.record_id(caller.name, f"POST {user_id}/reminders", check_key(idempotency_key))
-    stored = store.begin(record, fingerprint(body.model_dump(mode="json", by_alias=True)))
-    if stored is not None:
+    body_hash = fingerprint(body.model_dump(mode="json", by_alias=True))
+    claim = store.begin(record, body_hash, new_reminder_id())
+    if isinstance(claim, Stored):
         return JSONResponse(
-            stored.body, status_code=stored.status, headers={"Idempotent-Replayed": "true"}
+            claim.body, status_code=claim.status, headers={"Idempotent-Replayed": "true"}
         )
     try:
-        doc, _ = put(b, user_id, new_reminder_id(), body)
+        doc, _ = put(b, user_id, claim.resource_id, body)
         out = show(b, doc).model_dump(mode="json", by_alias=True)
+    except (ApiProblem, InputError, NotFoundError, ConflictError):
+        store.release(record)  # refused: nothing made, the key is free again
+        raise
     except BaseException:
-        store.release(record)
+        store.cut(record)  # maybe half done: the same request sent again finishes it
         raise
     store.finish(record, 201, out)
     return JSONResponse(out, status_code=201)

@@ -63,6 +63,9 @@ class StackConfig:
     # SecantusDB fsyncs its log on every commit: a write acknowledged just before a kill -9 is
     # otherwise lost (measured: up to ~2 s of acked w:1 or w:majority writes; j:true survives).
     mongo_sync_on_commit: bool = True
+    # The server's test-only commands (``configureFailPoint``: a drill makes one command fail or
+    # drop its connection). The test stack turns them on; never ``make run``'s stack.
+    mongo_test_commands: bool = False
 
     @property
     def secantus_venv(self) -> Path:

@@ -125,6 +125,8 @@ def mongo_command(c: StackConfig, home: Path, data: Path) -> Launch:
     ]
     if c.mongo_sync_on_commit:
         argv.append("--sync-on-commit")
+    if c.mongo_test_commands:
+        argv.append("--enable-test-commands")
     return argv, _child_env(), home
 
 

@@ -134,7 +134,8 @@ def _take(lock: Any, mode: int, state_dir: Path) -> None:
 @pytest.fixture(scope="session")
 def stack(session_lock: None) -> Iterator[Stack]:
     settings = make_test_settings()
-    config = StackConfig.from_settings(settings, venv_dir=SECANTUS_VENV)
+    # Test commands on: a drill can make the API's next inserts fail (configureFailPoint).
+    config = StackConfig.from_settings(settings, venv_dir=SECANTUS_VENV, mongo_test_commands=True)
     local = LocalStack(config, die_with_parent=True)
     local.down()  # leftovers of a session that was killed hard (only what our pid files name)
     for name in ("activemq", "mongo"):

@@ -5,6 +5,7 @@ database outage in the middle of a batch."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import threading
 import time
 from collections import Counter
@@ -17,7 +18,7 @@ import pytest
 
 from api.coalesce import Coalescer
 from shared.store import db as dbm
-from tests.integration.test_api_support import prepare
+from tests.integration.test_api_support import plan_window, prepare
 
 Doc = dict[str, Any]
 
@@ -237,3 +238,45 @@ def test_a_batch_while_the_database_is_away_is_a_503_and_safe_to_send_again(api,
     again = app.post("/v1/batch", json={"items": items})
     assert [x["status"] for x in again.json()["results"]] == [200, 200, 200], again.text
     _one_active_each(db)
+
+
+def _soon(tz: str, minutes: int = 90) -> str:
+    from zoneinfo import ZoneInfo
+
+    from shared.clock import utcnow
+
+    return (utcnow() + dt.timedelta(minutes=minutes)).astimezone(ZoneInfo(tz)).strftime("%H:%M")
+
+
+def test_a_post_cut_by_an_outage_and_sent_again_under_its_key_creates_one_reminder(
+    api, app, db, mongo_client
+):
+    """The reminder is written, then the connection drops as its messages are inserted (the
+    driver's retry too): a 503. Sent again under the same Idempotency-Key, the POST must
+    finish that reminder, not create a second one under a new id."""
+    _users(app, 1)
+    assert app.put("/v1/users/h0/devices/d0", json={"token": tok("post")}).status_code == 200
+    plan_window(api, db)
+    body = {"category": "meal", "label": "soon", "at": _soon("Europe/Berlin")}
+    headers = {"Idempotency-Key": "cut-by-an-outage"}
+    # The API's inserts: the key's record, the reminder, then its messages (and the retry).
+    failpoint = {
+        "configureFailPoint": "failCommand",
+        "mode": {"skip": 2, "times": 2},
+        "data": {"failCommands": ["insert"], "closeConnection": True, "appName": "tzpush"},
+    }
+    mongo_client.admin.command(failpoint)
+    try:
+        first = app.post("/v1/users/h0/reminders", json=body, headers=headers)
+    finally:
+        mongo_client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+    assert first.status_code == 503, first.text
+    assert db[dbm.REMINDERS].count_documents({"userId": "h0"}) == 1  # written before the cut
+    again = app.post("/v1/users/h0/reminders", json=body, headers=headers)
+    assert again.status_code == 201, again.text
+    mine = list(db[dbm.REMINDERS].find({"userId": "h0"}))
+    assert [d["_id"] for d in mine] == [again.json()["id"]]
+    assert db[dbm.MESSAGES].count_documents({"reminderId": again.json()["id"]}) >= 1
+    replayed = app.post("/v1/users/h0/reminders", json=body, headers=headers)
+    assert replayed.json()["id"] == again.json()["id"]
+    assert replayed.headers["idempotent-replayed"] == "true"
