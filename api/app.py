@@ -19,7 +19,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
-from api import idempotency, problems
+from api import checks, idempotency, problems
 from api.coalesce import Coalescer
 from api.deps import Backend
 from api.idempotency import IdempotencyStore
@@ -68,8 +68,32 @@ class RequestMetrics(problems.HttpMiddleware):
             LATENCY.labels(method, route).observe(time.perf_counter() - t0)
 
 
+class RequestRules(problems.HttpMiddleware):
+    """What holds for every request to the API's resources (``/v1/``), before any route:
+    the configured categories are the ones the models check (``api.checks.check_category``);
+    a body said to be something other than JSON is a 415; a query parameter given twice is a
+    422 (which one would count is a guess, so neither does)."""
+
+    def __init__(self, app: Any, categories: tuple[str, ...]) -> None:
+        super().__init__(app)
+        self.categories = categories
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = problems.raw_path(scope)
+        refusal = problems.request_shape_problem(scope) if path.startswith("/v1/") else None
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        token = checks.CONFIGURED_CATEGORIES.set(self.categories)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            checks.CONFIGURED_CATEGORIES.reset(token)
+
+
 def create_app(backend: Backend) -> FastAPI:
     app = FastAPI(
+        redirect_slashes=False,  # a redirect would name http:// behind a TLS load balancer
         title="tzpush",
         version=VERSION,
         description=DESCRIPTION,
@@ -91,6 +115,7 @@ def create_app(backend: Backend) -> FastAPI:
     app.add_exception_handler(TzpushError, problems.on_project_error)
     app.add_exception_handler(ConnectionFailure, problems.on_project_error)
     # Added last = outermost: metrics see every answer, CatchAll catches whatever is left.
+    app.add_middleware(RequestRules, categories=tuple(backend.settings.categories))
     app.add_middleware(problems.BodyLimit, limit=backend.settings.api.max_body_bytes)
     app.add_middleware(RequestMetrics)
     app.add_middleware(problems.CatchAll)

@@ -12,11 +12,14 @@ bits, nesting deeper than ``MAX_DATA_DEPTH``. Each check returns the value or ra
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from shared.domain.localtime import parse_hhmm, validate_timezone
 from shared.domain.validation import (
+    category_problem,
     id_problem,
     label_problem,
     shown,
@@ -32,6 +35,14 @@ INT64 = 2**63
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MAX_TEXT = 4096
 ID_PATTERN = r"^[^\s/]{1,128}$"
+CONFIGURED_CATEGORIES: ContextVar[tuple[str, ...] | None] = ContextVar(
+    "configured_categories", default=None
+)
+"""The categories this process is configured with (``Settings.categories``), set for each
+request by the app (``api.app.Configured``); ``check_category`` holds names to them, so an
+unknown category is named with every other invalid field of the same body."""
+# A '+' sent unencoded in a URL query arrives as a space: '...T10:00:00 05:00'.
+_PLUS_AS_SPACE = re.compile(r"\d \d{2}(:?\d{2})?$")
 """What the OpenAPI document says of ids; ``check_id`` is the rule (printable, no space, no
 ``/`` since an id must fit in one path segment, at most 128 characters)."""
 
@@ -89,12 +100,26 @@ def check_hhmm(value: str) -> str:
     return _as_value_error(lambda v: parse_hhmm(v).strftime("%H:%M"), value)
 
 
+def check_category(name: str) -> str:
+    configured = CONFIGURED_CATEGORIES.get()
+    problem = None if configured is None else category_problem(name, configured)
+    if problem is not None:
+        raise ValueError(problem)
+    return name
+
+
 def instant(value: str, what: str) -> dt.datetime:
     """An ISO 8601 instant as the CLI reads it (``shared.instants``), aware UTC."""
     try:
         parsed = parse_instant(value, what=what)
     except OverflowError:
         raise InputError(f"{what} {shown(value)} is out of range") from None
+    except InputError as exc:
+        if _PLUS_AS_SPACE.search(value):
+            raise InputError(
+                f"{exc} (a '+' in a URL's query must be sent as %2B: a bare '+' means a space)"
+            ) from None
+        raise
     assert parsed is not None
     return parsed
 

@@ -23,7 +23,7 @@ from api.idempotency import IdempotencyStore
 from api.keys import KeyRing, Principal
 from api.limits import RateLimiter
 from api.manage import ApiManager
-from api.problems import ApiProblem, field_error, invalid
+from api.problems import ApiProblem
 from creator import upserts
 from shared.domain.messages import Doc
 from shared.errors import TzpushError
@@ -59,22 +59,6 @@ class Backend:
         if isinstance(outcome, TzpushError):
             raise outcome
         return outcome.doc
-
-    def check_categories(self, names: list[str], field: str) -> None:
-        """422 naming each category that is not configured (the CLI's rule)."""
-        configured = self.settings.categories
-        bad = [n for n in names if n not in configured]
-        if bad:
-            known = ", ".join(configured)
-            raise invalid(
-                [
-                    field_error(
-                        field if field != "categories" else f"categories.{n}",
-                        f"unknown category {n!r} (configured: {known})",
-                    )
-                    for n in bad
-                ]
-            )
 
 
 # The dependencies below are ``async``: they never block (a hash, a comparison, a token

@@ -1,8 +1,8 @@
 """The JSON of the API: camelCase like the documents, strict types, unknown fields refused.
 
-Request models check what they can alone (``api.checks``: the CLI's rules); what needs the
-settings (the configured categories) is checked by the routes. Response models are what the
-OpenAPI document promises, and the fuzz test holds every answer to them.
+Request models check what they can alone (``api.checks``: the CLI's rules), the configured
+categories included (``api.checks.CONFIGURED_CATEGORIES``, set for each request). Response
+models are what the OpenAPI document promises, and the fuzz test holds every answer to them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WrapSerializer,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from api import checks
@@ -33,7 +40,11 @@ Label = Annotated[
 ]
 Text = Annotated[str, Field(max_length=checks.MAX_TEXT), AfterValidator(checks.check_text)]
 Data = Annotated[dict[str, Any], AfterValidator(checks.check_data)]
-Category = Annotated[str, Field(min_length=1, max_length=32, examples=["meal"])]
+Category = Annotated[
+    str,
+    Field(min_length=1, max_length=32, examples=["meal"]),
+    AfterValidator(checks.check_category),
+]
 Offset = Annotated[int, Field(ge=-MAX_OFFSET_MINUTES, le=MAX_OFFSET_MINUTES)]
 Weekdays = Annotated[list[Weekday], Field(max_length=7), AfterValidator(checks.check_weekdays)]
 Token = Annotated[
@@ -52,6 +63,18 @@ Instant = Annotated[
     Field(min_length=1, max_length=64, examples=["2026-05-01T08:00Z"]),
     AfterValidator(checks.check_instant),
 ]
+
+
+def _to_ms(value: Any, handler: Any) -> Any:
+    """An instant as the database keeps it: to the millisecond (a document just written, still
+    in memory with microseconds, reads the same as when it is read back)."""
+    if isinstance(value, dt.datetime) and value.microsecond % 1000:
+        value = value.replace(microsecond=value.microsecond - value.microsecond % 1000)
+    return handler(value)
+
+
+Stamp = Annotated[dt.datetime, WrapSerializer(_to_ms)]
+"""Every instant an answer shows."""
 
 
 class ApiModel(BaseModel):
@@ -96,8 +119,8 @@ class UserOut(OutModel):
     categories: dict[str, bool] = Field(description="every configured category, on or off")
     quiet_hours: QuietHoursOut | None
     daily_cap: int | None
-    created_at: dt.datetime | None
-    updated_at: dt.datetime | None
+    created_at: Stamp | None
+    updated_at: Stamp | None
 
 
 # -- devices ---------------------------------------------------------------------------------
@@ -111,7 +134,7 @@ class DeviceOut(OutModel):
     device_id: str
     token: str
     active: bool
-    created_at: dt.datetime | None
+    created_at: Stamp | None
 
 
 # -- reminders -------------------------------------------------------------------------------
@@ -142,16 +165,17 @@ class ReminderPatch(ApiModel):
     data: Data | None = None
     active: bool | None = None
 
-    @model_validator(mode="after")
-    def _not_null(self) -> ReminderPatch:
-        for name in ("category", "label", "at", "offset_minutes", "active"):
-            if name in self.model_fields_set and getattr(self, name) is None:
-                raise ValueError(f"{to_camel(name)} cannot be null")
-        return self
+    @field_validator("category", "label", "at", "offset_minutes", "active", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        """Only a null given is refused (a field left out is not validated): each is named."""
+        if value is None:
+            raise ValueError("cannot be null")
+        return value
 
 
 class OccurrenceOut(OutModel):
-    at: dt.datetime
+    at: Stamp
     status: str
     reason: str | None
 
@@ -169,13 +193,13 @@ class ReminderOut(OutModel):
     data: dict[str, Any] | None
     active: bool
     version: int
-    created_at: dt.datetime | None
-    updated_at: dt.datetime | None
-    next_occurrence_at: dt.datetime | None = Field(
+    created_at: Stamp | None
+    updated_at: Stamp | None
+    next_occurrence_at: Stamp | None = Field(
         description="the rule's next instant (UTC); null when paused. Preferences, quiet hours "
         "and the daily cap are judged at send time"
     )
-    next_occurrence_local: dt.datetime | None = Field(
+    next_occurrence_local: Stamp | None = Field(
         description="the same instant in the user's zone, with its offset"
     )
     last_occurrence: OccurrenceOut | None = Field(
@@ -208,11 +232,11 @@ class MessageOut(OutModel):
     body: str | None
     status: str | None
     reason: str | None
-    scheduled_at: dt.datetime | None
+    scheduled_at: Stamp | None
     local_date: str | None
     timezone: str | None
-    sent_at: dt.datetime | None
-    finished_at: dt.datetime | None
+    sent_at: Stamp | None
+    finished_at: Stamp | None
     lateness_ms: int | None
     attempts: int | None
     receipt: ReceiptOut | None
@@ -244,7 +268,7 @@ class ReplayedMessage(OutModel):
     id: str
     user_id: str | None
     category: str | None
-    scheduled_at: dt.datetime | None
+    scheduled_at: Stamp | None
     reason: str | None
 
 

@@ -17,8 +17,10 @@ What raises what:
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -69,6 +71,12 @@ SLUGS = {
     429: "too-many-requests",
     500: "internal",
     503: "unavailable",
+}
+# Kinds with a title of their own (the status's title otherwise).
+SLUG_TITLES = {
+    "idempotency-key-reused": "Idempotency-Key reused",
+    "idempotency-key-in-use": "Idempotency-Key in use",
+    "not-ready": "Not ready",
 }
 
 
@@ -135,18 +143,46 @@ def problem_response(
     errors: Sequence[dict[str, str]] = (),
     slug: str | None = None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
+    """A problem answer; ``extra``: members of this kind of problem (RFC 9457 extensions)."""
+    body = problem_body(status, detail, errors=errors, slug=slug)
+    if request_path is not None:
+        body["instance"] = request_path
+    body.update(extra or {})
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def problem_body(
+    status: int, detail: str, *, errors: Sequence[dict[str, str]] = (), slug: str | None = None
+) -> dict[str, Any]:
+    """The members every problem has (``errors`` only when there are some)."""
+    kind = slug or SLUGS.get(status, "error")
     body: dict[str, Any] = {
-        "type": TYPE_BASE + (slug or SLUGS.get(status, "error")),
-        "title": TITLES.get(status, "Error"),
+        "type": TYPE_BASE + kind,
+        "title": SLUG_TITLES.get(kind) or TITLES.get(status, "Error"),
         "status": status,
         "detail": detail,
     }
-    if request_path is not None:
-        body["instance"] = request_path
     if errors:
         body["errors"] = list(errors)
-    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+    return body
+
+
+def pydantic_field_error(error: Any, name: str, where: str = "body") -> dict[str, str]:
+    """One of pydantic's errors as an invalid field, in the API's words."""
+    if error.get("type") == "missing":
+        msg = "is required"
+    elif error.get("type") == "extra_forbidden":
+        msg = "is not a field of this resource"
+    else:
+        msg = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return field_error(name, msg, where)
+
+
+def dotted(parts: Iterable[Any]) -> str:
+    """A location as a dotted name; a dict key's own marker (``[key]``) left out."""
+    return ".".join(str(p) for p in parts if p != "[key]")
 
 
 def _path(request: Request) -> str:
@@ -157,10 +193,10 @@ def _path(request: Request) -> str:
 
 def _loc_name(loc: Sequence[Any]) -> tuple[str, str]:
     where = str(loc[0]) if loc else "body"
-    rest = [str(p) for p in loc[1:]]
+    rest = list(loc[1:])
     if where not in ("body", "path", "query", "header", "cookie"):
-        where, rest = "body", [str(p) for p in loc]
-    return where, ".".join(rest) or where
+        where, rest = "body", list(loc)
+    return where, dotted(rest) or where
 
 
 async def on_api_problem(request: Request, exc: Exception) -> Response:
@@ -183,12 +219,7 @@ async def on_validation(request: Request, exc: Exception) -> Response:
     out = []
     for e in errs:
         where, name = _loc_name(e.get("loc", ()))
-        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
-        if e.get("type") == "missing":
-            msg = "is required"
-        elif e.get("type") == "extra_forbidden":
-            msg = "is not a field of this resource"
-        out.append(field_error(name, msg, where))
+        out.append(pydantic_field_error(e, name, where))
     problem = invalid(out)
     return problem_response(_path(request), 422, problem.detail, errors=out)
 
@@ -197,7 +228,10 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(exc.status_code, "error")
     if exc.status_code == 404 and detail == "Not Found":
+        path = _path(request)
         detail = "no such resource"
+        if len(path) > 1 and path.endswith("/"):  # no redirect: it would be http:// behind TLS
+            detail = f"no such resource; without the trailing slash: {path.rstrip('/')}"
     return problem_response(
         _path(request), exc.status_code, detail, headers=dict(exc.headers or {})
     )
@@ -280,6 +314,36 @@ class CatchAll(HttpMiddleware):
                 raw_path(scope) or None, 500, "an internal error occurred; it has been logged"
             )
             await response(scope, receive, send)
+
+
+def request_shape_problem(scope: Scope) -> Response | None:
+    """The refusal of a request with a body not said to be JSON (415), or that gives a query
+    parameter more than once (422); None if neither."""
+    path = raw_path(scope)
+    if scope.get("method") in ("POST", "PUT", "PATCH"):
+        headers = dict(scope.get("headers") or [])
+        has_body = headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
+        said = headers.get(b"content-type", b"").decode("latin-1")
+        media = said.split(";", 1)[0].strip().lower()
+        if has_body and media != "application/json" and not media.endswith("+json"):
+            return problem_response(
+                path,
+                415,
+                "the body must be JSON, sent with Content-Type: application/json (this one "
+                + (f"said {said[:80]!r})" if said else "said none)"),
+            )
+    query = (scope.get("query_string") or b"").decode("latin-1")
+    if query:
+        counts = Counter(name for name, _ in parse_qsl(query, keep_blank_values=True))
+        twice = [
+            field_error(name, f"given {n} times; give it once", "query")
+            for name, n in counts.items()
+            if n > 1
+        ]
+        if twice:
+            problem = invalid(twice)
+            return problem_response(path, 422, problem.detail, errors=problem.errors)
+    return None
 
 
 class BodyTooLarge(StarletteHTTPException):

@@ -20,14 +20,14 @@ from api.checks import payload_problem
 from api.deps import AppCaller, Backend, BackendDep
 from api.models import ApiModel, DeviceIn, Id, OutModel, ReminderIn, UserIn
 from api.problems import (
-    SLUGS,
-    TITLES,
-    TYPE_BASE,
     ApiProblem,
     Problem,
+    dotted,
     field_error,
     invalid,
+    problem_body,
     problem_responses,
+    pydantic_field_error,
 )
 from api.routes_reminders import spec_of
 from creator import upserts
@@ -62,7 +62,7 @@ _ITEM: TypeAdapter[Any] = TypeAdapter(Item)
 
 
 class BatchIn(ApiModel):
-    items: list[dict[str, Any]] = Field(
+    items: list[Any] = Field(
         min_length=1,
         max_length=MAX_ITEMS,
         description="each a BatchUser, BatchDevice or BatchReminder (by `op`), applied in order",
@@ -95,23 +95,14 @@ SCHEMAS = (BatchUser, BatchDevice, BatchReminder)
 
 
 def _problem(status: int, detail: str, errors: list[dict[str, str]] | None = None) -> Problem:
-    return Problem.model_validate(
-        {
-            "type": TYPE_BASE + SLUGS.get(status, "error"),
-            "title": TITLES.get(status, "Error"),
-            "status": status,
-            "detail": detail,
-            "errors": errors or None,
-        }
-    )
+    return Problem.model_validate(problem_body(status, detail, errors=errors or ()))
 
 
 def _item(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> upserts.Item:
-    """The item as the management code takes it, after the API's own checks (categories as
-    configured, the payload under Expo's limit, naming the field): an ``ApiProblem`` if not."""
+    """The item as the management code takes it, after the API's own check of the payload
+    (under Expo's limit, naming the field): an ``ApiProblem`` if not."""
     if isinstance(item, BatchUser):
         u = item.user
-        b.check_categories(list(u.categories), "user.categories")
         return upserts.UserChange(
             item.user_id,
             timezone=u.timezone,
@@ -123,7 +114,6 @@ def _item(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> upserts.
     if isinstance(item, BatchDevice):
         return upserts.Login(item.user_id, item.device_id, item.device.token)
     r = item.reminder
-    b.check_categories([r.category], "reminder.category")
     too_big = payload_problem(r.title, r.body, r.data)
     if too_big is not None:
         name = "data" if r.data else "body" if r.body else "title"
@@ -157,28 +147,29 @@ def _name(error: Any) -> str:
     """The field's dotted path inside the item (pydantic puts the ``op`` tag first)."""
     if str(error["type"]).startswith("union_tag"):
         return "op"
-    loc = [str(p) for p in error["loc"]]
+    loc = list(error["loc"])
     if len(loc) > 1 and loc[0] in ("user", "device", "reminder"):
         loc = loc[1:]
-    return ".".join(loc) or "item"
+    return dotted(loc) or "item"
 
 
-def _msg(error: Any) -> str:
-    return str(error["msg"]).removeprefix("Value error, ")
-
-
-def _shown(raw: dict[str, Any]) -> str | None:
+def _shown(raw: Any) -> str | None:
+    if not isinstance(raw, dict):
+        return None
     raw_id = raw.get("reminderId") or raw.get("deviceId") or raw.get("userId")
     return raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None
 
 
-def _checked(b: Backend, index: int, raw: dict[str, Any]) -> BatchResult | upserts.Item:
+def _checked(b: Backend, index: int, raw: Any) -> BatchResult | upserts.Item:
     """The item ready for the management code, or its refusal."""
+    if not isinstance(raw, dict):
+        detail = "an item must be an object with an op: user, device or reminder"
+        return BatchResult(index=index, status=422, id=None, problem=_problem(422, detail))
     try:
         item = _ITEM.validate_python(raw)
     except ValidationError as exc:
         errors = [
-            field_error(_name(e), "is required" if e["type"] == "missing" else _msg(e))
+            pydantic_field_error(e, _name(e))
             for e in exc.errors(include_input=False, include_url=False)
         ]
         detail = errors[0]["message"] if len(errors) == 1 else f"{len(errors)} fields are invalid"

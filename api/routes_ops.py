@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import JSONResponse
 
 from api import checks
 from api.deps import BackendDep, OpsCaller
 from api.models import Health, ReplayedMessage, ReplayIn, ReplayOut
-from api.problems import MEDIA_TYPE, field_error, invalid, problem_responses
+from api.problems import MEDIA_TYPE, field_error, invalid, problem_response, problem_responses
 from shared.domain.messages import Status
 from shared.errors import InputError
 
@@ -59,7 +58,6 @@ def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller) -> ReplayOut:
     sent through Expo) and records the key's name as who replayed."""
     from ops.replay import Replayer, Selection, resume, select
 
-    b.check_categories(list(body.categories), "categories")
     try:
         sel = Selection(
             since=checks.instant(body.since, "since") if body.since else None,
@@ -109,7 +107,12 @@ def healthz() -> Health:
     "/readyz",
     response_model=Health,
     summary="Readiness: the database and the broker answer",
-    responses={503: {"model": Health, "description": "not ready"}},
+    responses={
+        503: {
+            **problem_responses(503)[503],
+            "description": "not ready: a problem, with `problems` naming what does not answer",
+        }
+    },
 )
 def readyz(b: BackendDep) -> Any:
     problems: dict[str, str] = {}
@@ -121,7 +124,9 @@ def readyz(b: BackendDep) -> Any:
     if broker is None or not broker.connected:
         problems["broker"] = "not connected"
     if problems:
-        return JSONResponse({"ok": False, "problems": problems}, status_code=503)
+        detail = "; ".join(f"{what} {why}" for what, why in problems.items())
+        extra = {"ok": False, "problems": problems}
+        return problem_response("/readyz", 503, detail, slug="not-ready", extra=extra)
     return Health(ok=True)
 
 

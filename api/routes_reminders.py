@@ -48,7 +48,6 @@ def show(b: Backend, doc: Doc) -> ReminderOut:
 
 
 def put(b: Backend, user_id: str, reminder_id: str, body: ReminderIn) -> tuple[Doc, bool]:
-    b.check_categories([body.category], "category")
     return b.manager.put_reminder(user_id, reminder_id, spec_of(body))
 
 
@@ -130,8 +129,6 @@ def patch_reminder(
 ) -> ReminderOut:
     """Only the fields given change; null clears weekdays (every day), title, body, data."""
     given = body.model_fields_set
-    if body.category is not None:
-        b.check_categories([body.category], "category")
     changes: dict[str, Any] = {name: getattr(body, name) for name in given}
     if "weekdays" in changes and changes["weekdays"] is not None:
         changes["weekdays"] = [WEEKDAYS.index(d) for d in changes["weekdays"]]

@@ -24,7 +24,6 @@ router = APIRouter(prefix="/v1/users", tags=["users"])
 def put_user(user_id: UserId, body: UserIn, b: BackendDep, _: AppCaller) -> UserOut:
     """The user as a whole: a category left out is on, no quietHours/dailyCap clears them. A
     new time zone re-plans every pending message at once (as `tzpush users upsert`)."""
-    b.check_categories(list(body.categories), "categories")
     quiet = (body.quiet_hours.start, body.quiet_hours.end) if body.quiet_hours else None
     doc = b.manager.upsert_user(
         user_id,

@@ -25,6 +25,7 @@ from shared.domain.localtime import occurrences_between, parse_hhmm, validate_ti
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.domain.plan import bucket_of
 from shared.domain.validation import (
+    category_problem,
     validate_daily_cap,
     validate_expo_token,
     validate_id,
@@ -324,10 +325,9 @@ class Manager:
 
     # -- internals -------------------------------------------------------------------------
     def _check_category(self, category: str) -> None:
-        if category not in self.settings.categories:
-            raise InputError(
-                f"unknown category {category!r} (configured: {', '.join(self.settings.categories)})"
-            )
+        problem = category_problem(category, self.settings.categories)
+        if problem is not None:
+            raise InputError(problem)
 
     def reminder_fields(
         self,

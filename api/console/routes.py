@@ -35,7 +35,7 @@ from api.console.web import (
 )
 from ops.replay import Selection
 from shared.domain.messages import Status
-from shared.domain.validation import id_problem, shown
+from shared.domain.validation import category_problem, id_problem, shown
 from shared.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -222,9 +222,9 @@ def _filter(
     if flt.status not in figures.PROBLEM_STATUSES:
         errors["status"] = f"status {shown(flt.status)}: choose is_missed or failed"
         flt.status = Status.IS_MISSED.value
-    if flt.category and flt.category not in c.backend.settings.categories:
-        known = ", ".join(c.backend.settings.categories)
-        errors["category"] = f"unknown category {shown(flt.category)} (configured: {known})"
+    bad_category = flt.category and category_problem(flt.category, c.backend.settings.categories)
+    if bad_category:
+        errors["category"] = bad_category
     if flt.user:
         problem = id_problem(flt.user)
         if problem:

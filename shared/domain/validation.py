@@ -170,6 +170,13 @@ def validate_label(value: str) -> str:
     return value
 
 
+def category_problem(name: str, configured: Collection[str]) -> str | None:
+    """What is wrong with category ``name`` for a deployment configured with ``configured``."""
+    if name in configured:
+        return None
+    return f"unknown category {shown(name)} (configured: {', '.join(configured)})"
+
+
 def daily_cap_problem(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DAILY_CAP:
         return f"must be a whole number from 1 to {MAX_DAILY_CAP}"

@@ -114,7 +114,11 @@ def test_json_that_the_database_could_not_store_is_refused_not_500(app):
     assert _problem(r, 422)["errors"][0]["name"] == "title"
     r = app.put("/v1/users/u1", content=b"{not json", headers={"content-type": "application/json"})
     _problem(r, 400)
-    r = app.put("/v1/users/u1", content=b"[" * 100_00 + b"]" * 100_00)
+    r = app.put(
+        "/v1/users/u1",
+        content=b"[" * 100_00 + b"]" * 100_00,
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code in (400, 422), r.text
 
 
@@ -147,3 +151,105 @@ def test_probes_and_documents_need_no_key(api):
         assert "/v1/users/{userId}/reminders" in doc["paths"]
         assert doc["components"]["securitySchemes"]
         assert c.get("/docs").status_code == 200
+
+
+# -- every invalid field named, in one answer ------------------------------------------------
+def _names(body) -> set[str]:
+    return {e["name"] for e in body["errors"]}
+
+
+def test_an_unknown_category_is_listed_with_the_other_invalid_fields(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    bad = {"category": "lunch", "label": "x", "at": "25:00", "offsetMinutes": 99999}
+    body = _problem(app.put("/v1/users/u1/reminders/r1", json=bad), 422)
+    assert _names(body) == {"category", "at", "offsetMinutes"}, body
+    assert any("unknown category 'lunch'" in e["message"] for e in body["errors"])
+    r = app.put("/v1/users/u2", json={"timezone": "Europe/Berln", "categories": {"lunch": True}})
+    body = _problem(r, 422)
+    assert _names(body) == {"timezone", "categories.lunch"}, body
+    item = {"op": "reminder", "userId": "u1", "reminderId": "r2", "reminder": bad}
+    result = app.post("/v1/batch", json={"items": [item]}).json()["results"][0]
+    assert result["status"] == 422
+    names = {e["name"] for e in result["problem"]["errors"]}
+    assert names == {"reminder.category", "reminder.at", "reminder.offsetMinutes"}, result
+
+
+def test_a_patch_names_each_field_it_may_not_null(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    app.put("/v1/users/u1/reminders/r1", json={"category": "meal", "label": "x", "at": "12:30"})
+    r = app.patch("/v1/users/u1/reminders/r1", json={"category": None, "at": None, "title": None})
+    body = _problem(r, 422)
+    assert _names(body) == {"category", "at"}, body
+    assert all(e["message"] == "cannot be null" for e in body["errors"])
+
+
+def test_a_batch_answers_an_item_that_is_not_an_object_on_its_own(app):
+    good = {"op": "user", "userId": "u9", "user": {"timezone": "UTC"}}
+    r = app.post("/v1/batch", json={"items": [None, good, 5, "user"]})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [x["status"] for x in results] == [422, 200, 422, 422]
+    assert "object" in results[0]["problem"]["detail"]
+    extra = {**good, "zzz": 1}
+    problem = app.post("/v1/batch", json={"items": [extra]}).json()["results"][0]["problem"]
+    assert problem["errors"] == [
+        {"name": "zzz", "in": "body", "message": "is not a field of this resource"}
+    ]
+
+
+def test_a_body_that_is_not_json_by_its_content_type_is_415(app):
+    r = app.put(
+        "/v1/users/u1",
+        content=b"timezone=UTC",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    body = _problem(r, 415)
+    assert "Content-Type: application/json" in body["detail"]
+    r = app.put("/v1/users/u1", content=b'{"timezone": "UTC"}')  # none said
+    assert "said none" in _problem(r, 415)["detail"]
+    r = app.put(
+        "/v1/users/u1",
+        content=b'{"timezone": "UTC"}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_a_trailing_slash_is_a_404_that_names_the_path_not_a_redirect(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    body = _problem(app.get("/v1/users/u1/"), 404)
+    assert "/v1/users/u1" in body["detail"] and "trailing slash" in body["detail"]
+
+
+def test_a_plus_sent_unencoded_in_a_query_is_explained(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    r = app.get("/v1/users/u1/messages?since=2026-12-01T10:00:00+05:00")
+    message = _problem(r, 422)["errors"][0]["message"]
+    assert "%2B" in message, message
+
+
+def test_a_query_parameter_given_twice_is_refused(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    body = _problem(app.get("/v1/users/u1/messages?limit=5&limit=50"), 422)
+    assert body["errors"] == [
+        {"name": "limit", "in": "query", "message": "given 2 times; give it once"}
+    ]
+
+
+def test_a_reused_idempotency_key_has_its_own_title(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    body = {"category": "meal", "label": "x", "at": "12:30"}
+    headers = {"Idempotency-Key": "title"}
+    assert app.post("/v1/users/u1/reminders", json=body, headers=headers).status_code == 201
+    r = app.post("/v1/users/u1/reminders", json={**body, "label": "y"}, headers=headers)
+    assert _problem(r, 422)["title"] == "Idempotency-Key reused"
+
+
+def test_a_created_resource_shows_the_instants_a_read_shows(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    body = {"category": "meal", "label": "x", "at": "12:30"}
+    created = app.put("/v1/users/u1/reminders/r1", json=body).json()
+    read = app.get("/v1/users/u1/reminders/r1").json()
+    assert created["createdAt"] == read["createdAt"] and created == read
+    posted = app.post("/v1/users/u1/reminders", json=body).json()
+    assert posted == app.get(f"/v1/users/u1/reminders/{posted['id']}").json()

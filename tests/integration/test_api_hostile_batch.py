@@ -230,8 +230,12 @@ def test_a_batch_while_the_database_is_away_is_a_503_and_safe_to_send_again(api,
     try:
         r = app.post("/v1/batch", json={"items": items})
         login = app.put("/v1/users/h0/devices/h0-dev", json={"token": tok("h0")})
+        ready = app.get("/readyz")
     finally:
         stack.start("mongo")
+    assert ready.status_code == 503 and ready.headers["content-type"] == "application/problem+json"
+    assert ready.json()["problems"]["database"].startswith("unreachable"), ready.text
+    assert ready.json()["type"] == "/problems/not-ready" and ready.json()["ok"] is False
     assert r.status_code == 503, r.text
     assert r.headers["Retry-After"] == "1" and r.json()["type"] == "/problems/unavailable"
     assert login.status_code == 503, login.text

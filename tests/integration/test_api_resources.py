@@ -171,7 +171,8 @@ def test_patch_delete_get_and_list_pages(app):
     assert p["active"] is False and p["title"] is None and p["at"] == "03:15"
     assert p["nextOccurrenceAt"] is None and p["version"] == 2
     r = app.patch("/v1/users/u1/reminders/r3", json={"at": None})
-    assert r.status_code == 422 and r.json()["detail"] == "at cannot be null"
+    assert r.status_code == 422 and r.json()["errors"][0]["name"] == "at"
+    assert r.json()["detail"] == "cannot be null"
     assert app.delete("/v1/users/u1/reminders/r5").status_code == 204
     assert app.delete("/v1/users/u1/reminders/r5").status_code == 204
     assert app.get("/v1/users/u1/reminders/r5").status_code == 404
