@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from shared.settings import Settings
@@ -37,6 +38,10 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     logs.setup(settings.log_level, settings.log_json)
     host = args.host or settings.api.host
     port = settings.api.port if args.port is None else args.port
+    # uvicorn stops gracefully on SIGTERM, then raises the signal again under the handler that
+    # was there before it: this one, so a stop asked for ends 0 (not killed: 143), with the
+    # backend closed; so does a SIGTERM while connecting.
+    signal.signal(signal.SIGTERM, _stopped)
     with open_backend(settings) as backend:
         if not len(backend.keys):
             print(
@@ -56,6 +61,10 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
         )
         uvicorn.Server(config).run()
     return 0
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _new_key(name: str, scope: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -253,3 +254,11 @@ def test_a_created_resource_shows_the_instants_a_read_shows(app):
     assert created["createdAt"] == read["createdAt"] and created == read
     posted = app.post("/v1/users/u1/reminders", json=body).json()
     assert posted == app.get(f"/v1/users/u1/reminders/{posted['id']}").json()
+
+
+def test_the_api_stops_cleanly_on_sigterm(stack):
+    """ECS, compose and ``make run`` stop it with SIGTERM: it finishes and exits 0, not 143."""
+    with start_api(stack.settings) as server:
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(20) == 0, server.log_tail()

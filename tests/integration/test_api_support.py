@@ -51,6 +51,7 @@ class ApiServer:
     settings: Settings  # what the process was given (queue prefix, Expo fake)
     fake: FakeExpo
     log: Path
+    proc: subprocess.Popen[bytes] | None = None
 
     def client(self, key: str | None = "app", **kw: Any) -> httpx.Client:
         """An httpx client with the app (default) or ops key, or none (``key=None``)."""
@@ -123,7 +124,7 @@ def start_api(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    server = ApiServer(f"http://127.0.0.1:{port}", app_key, ops_key, settings, fake, log)
+    server = ApiServer(f"http://127.0.0.1:{port}", app_key, ops_key, settings, fake, log, proc)
     try:
         _wait_ready(server, proc)
         yield server
