@@ -215,6 +215,10 @@ class ReminderPage(Page):
     items: list[ReminderOut]
 
 
+class DevicePage(Page):
+    items: list[DeviceOut]
+
+
 # -- messages --------------------------------------------------------------------------------
 class ReceiptOut(OutModel):
     state: str | None

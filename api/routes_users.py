@@ -3,13 +3,15 @@ logout, GET = the user's active registrations)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
+from api import pages
 from api.deps import AppCaller, BackendDep
-from api.models import DeviceIn, DeviceOut, UserIn, UserOut
-from api.params import DeviceId, UserId
+from api.models import DeviceIn, DeviceOut, DevicePage, UserIn, UserOut
+from api.params import DeviceId, PageDep, UserId
 from api.problems import NO_CONTENT, READS, WRITES
 from api.views import device_out, user_out
+from shared.domain.messages import Doc
 from shared.store import db as dbm
 
 router = APIRouter(prefix="/v1/users", tags=["users"])
@@ -87,11 +89,22 @@ def delete_device(user_id: UserId, device_id: DeviceId, b: BackendDep, _: AppCal
 
 @router.get(
     "/{userId}/devices",
-    response_model=list[DeviceOut],
-    summary="The user's active device registrations",
+    response_model=DevicePage,
+    summary="The user's active device registrations, a page at a time",
     responses=READS,
 )
-def list_devices(user_id: UserId, b: BackendDep, _: AppCaller) -> list[DeviceOut]:
+def list_devices(
+    user_id: UserId, b: BackendDep, _: AppCaller, request: Request, page: PageDep
+) -> DevicePage:
+    """By registration id; ``next`` links the next page."""
+    key = pages.decode(page.after, (str,))
     b.manager.get_user(user_id)
-    docs = b.db[dbm.TOKENS].find({"userId": user_id, "isActive": True}).sort("_id", 1)
-    return [device_out(d) for d in docs.limit(1000)]
+    flt: Doc = {"userId": user_id, "isActive": True}
+    if key is not None:
+        flt["_id"] = {"$gt": key[0]}
+    docs = list(b.db[dbm.TOKENS].find(flt).sort("_id", 1).limit(page.limit + 1))
+    more = len(docs) > page.limit
+    docs = docs[: page.limit]
+    cursor = pages.encode([str(docs[-1]["_id"])]) if more else None
+    link = pages.next_link(request.url.path, {"limit": page.limit}, cursor)
+    return DevicePage(items=[device_out(d) for d in docs], next=link)

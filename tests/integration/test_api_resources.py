@@ -78,19 +78,35 @@ def test_login_logout_and_a_device_passed_between_users(app, api, db):
     # Bob logs in on Alice's phone: hers is deactivated, her pending message will not reach Bob.
     r = app.put("/v1/users/bob/devices/phone-1", json={"token": TOKEN_A})
     assert r.status_code == 200 and r.json()["userId"] == "bob"
-    assert app.get("/v1/users/alice/devices").json() == []
-    [bobs] = app.get("/v1/users/bob/devices").json()
+    assert app.get("/v1/users/alice/devices").json()["items"] == []
+    [bobs] = app.get("/v1/users/bob/devices").json()["items"]
     assert bobs["deviceId"] == "phone-1" and bobs["token"] == TOKEN_A
     old = db[dbm.TOKENS].find_one({"userId": "alice"})
     assert old["isActive"] is False and "token replaced" in old["deactivationReason"]
     assert db[dbm.CHANGES].find_one({"_id": "alice"}) is not None
     # A late logout by Alice does not log Bob out.
     assert app.delete("/v1/users/alice/devices/phone-1").status_code == 204
-    assert len(app.get("/v1/users/bob/devices").json()) == 1
+    assert len(app.get("/v1/users/bob/devices").json()["items"]) == 1
     assert app.delete("/v1/users/bob/devices/phone-1").status_code == 204
-    assert app.get("/v1/users/bob/devices").json() == []
+    assert app.get("/v1/users/bob/devices").json()["items"] == []
     assert app.delete("/v1/users/bob/devices/phone-1").status_code == 204  # twice is fine
     assert app.put("/v1/users/nobody/devices/d", json={"token": TOKEN_A}).status_code == 404
+
+
+def test_devices_come_in_pages_like_every_list(app):
+    _user(app, "u1")
+    for i in range(5):
+        token = f"ExponentPushToken[page-{i}]"
+        assert app.put(f"/v1/users/u1/devices/d{i}", json={"token": token}).status_code == 200
+    seen, url = [], "/v1/users/u1/devices?limit=2"
+    while url:
+        page = app.get(url).json()
+        assert len(page["items"]) <= 2
+        seen += [d["deviceId"] for d in page["items"]]
+        url = page["next"]
+    assert sorted(seen) == [f"d{i}" for i in range(5)] and len(seen) == 5
+    assert app.get("/v1/users/u1/devices?after=bogus").status_code == 422
+    assert app.get("/v1/users/nobody/devices").status_code == 404
 
 
 # -- reminders -------------------------------------------------------------------------------
