@@ -79,8 +79,8 @@ class RequestRules(problems.HttpMiddleware):
         self.categories = categories
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = problems.raw_path(scope)
-        refusal = problems.request_shape_problem(scope) if path.startswith("/v1/") else None
+        routed = str(scope.get("path", ""))  # decoded, as the router matches it
+        refusal = problems.request_shape_problem(scope) if routed.startswith("/v1/") else None
         if refusal is not None:
             await refusal(scope, receive, send)
             return

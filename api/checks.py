@@ -35,16 +35,16 @@ INT64 = 2**63
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MAX_TEXT = 4096
 ID_PATTERN = r"^[^\s/]{1,128}$"
+"""What the OpenAPI document says of ids; ``check_id`` is the rule (printable, no space, no
+``/`` since an id must fit in one path segment, at most 128 characters)."""
 CONFIGURED_CATEGORIES: ContextVar[tuple[str, ...] | None] = ContextVar(
     "configured_categories", default=None
 )
 """The categories this process is configured with (``Settings.categories``), set for each
-request by the app (``api.app.Configured``); ``check_category`` holds names to them, so an
+request by the app (``api.app.RequestRules``); ``check_category`` holds names to them, so an
 unknown category is named with every other invalid field of the same body."""
 # A '+' sent unencoded in a URL query arrives as a space: '...T10:00:00 05:00'.
 _PLUS_AS_SPACE = re.compile(r"\d \d{2}(:?\d{2})?$")
-"""What the OpenAPI document says of ids; ``check_id`` is the rule (printable, no space, no
-``/`` since an id must fit in one path segment, at most 128 characters)."""
 
 
 def utf8_problem(value: str) -> str | None:
@@ -108,14 +108,15 @@ def check_category(name: str) -> str:
     return name
 
 
-def instant(value: str, what: str) -> dt.datetime:
-    """An ISO 8601 instant as the CLI reads it (``shared.instants``), aware UTC."""
+def instant(value: str, what: str, *, in_query: bool = False) -> dt.datetime:
+    """An ISO 8601 instant as the CLI reads it (``shared.instants``), aware UTC. ``in_query``:
+    read from a URL's query, where an offset's '+' sent unencoded arrives as a space."""
     try:
         parsed = parse_instant(value, what=what)
     except OverflowError:
         raise InputError(f"{what} {shown(value)} is out of range") from None
     except InputError as exc:
-        if _PLUS_AS_SPACE.search(value):
+        if in_query and _PLUS_AS_SPACE.search(value):
             raise InputError(
                 f"{exc} (a '+' in a URL's query must be sent as %2B: a bare '+' means a space)"
             ) from None

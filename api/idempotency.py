@@ -8,10 +8,12 @@ the id of what the request creates, and completed with the answer. Then:
 - the same key while the first request still runs: 409, try again shortly.
 A refused request (4xx) leaves no record, so it can be corrected and sent again under the same
 key. A request cut by an outage (or a bug) may have written part of its work: its record stays,
-``failed``, and the same request sent again takes it over and goes on under the same id (so it
-finishes that resource instead of creating a second one). So does a request whose process died
-(a claim older than ``STALE_CLAIM``). Records expire 24 h after the key's first use (checked on
-read, and removed by a TTL index).
+its claim dated long ago, and the same request sent again takes it over and goes on under the
+same id (so it finishes that resource instead of creating a second one). So does a request
+whose process died (a claim older than ``STALE_CLAIM``), and one whose cut could not be written
+(the outage refused that write too): the claim names the process that made it, and a process
+that finds its own claim on a request it is not running takes it over at once. Records expire
+24 h after the key's first use (checked on read, and removed by a TTL index).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +37,7 @@ from shared.domain.messages import Doc
 COLLECTION = "api_idempotency"
 TTL = dt.timedelta(hours=24)
 STALE_CLAIM = dt.timedelta(seconds=60)
+LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)  # a cut claim: stale for any process
 MAX_KEY_LENGTH = 255
 INDEXES = [
     IndexModel([("createdAt", ASCENDING)], name="idempotency_expire", expireAfterSeconds=86400)
@@ -75,6 +80,9 @@ class IdempotencyStore:
     def __init__(self, database: Database[Doc], clock: Clock = utcnow) -> None:
         self.coll = database[COLLECTION]
         self.clock = clock
+        self.owner = uuid.uuid4().hex  # this process, in the claims it makes
+        self._running: set[str] = set()  # the records this process's requests hold now
+        self._lock = threading.Lock()
 
     @staticmethod
     def record_id(principal: str, route: str, key: str) -> str:
@@ -94,9 +102,10 @@ class IdempotencyStore:
                         "resourceId": fresh_id,
                         "createdAt": now,
                         "claimedAt": now,
+                        "owner": self.owner,
                     }
                 )
-                return Claim(fresh_id)
+                return self._hold(record_id, fresh_id)
             except DuplicateKeyError:
                 pass
             doc = self.coll.find_one({"_id": record_id})
@@ -117,33 +126,58 @@ class IdempotencyStore:
             if state == "done":
                 return Stored(int(doc["status"]), json.loads(doc["body"]))
             claimed = doc.get("claimedAt") or created
-            if state == "running" and now - claimed <= STALE_CLAIM:
+            with self._lock:
+                mine_and_over = doc.get("owner") == self.owner and record_id not in self._running
+            if now - claimed <= STALE_CLAIM and not mine_and_over:
                 raise ApiProblem(
                     409,
                     "a request with this Idempotency-Key is still in progress; retry shortly",
                     slug="idempotency-key-in-use",
                     headers={"Retry-After": "1"},
                 )
-            # Cut by an outage, or its process died: take it over, under the same id.
+            # Cut, or its process died, or ours and over: take it over, under the same id.
             taken = self.coll.update_one(
                 {"_id": record_id, "state": state, "claimedAt": doc.get("claimedAt")},
-                {"$set": {"state": "running", "claimedAt": now}},
+                {"$set": {"state": "running", "claimedAt": now, "owner": self.owner}},
             )
             if taken.modified_count == 1:
-                return Claim(str(doc.get("resourceId") or fresh_id))
+                return self._hold(record_id, str(doc.get("resourceId") or fresh_id))
         raise ApiProblem(409, "could not claim the Idempotency-Key; retry", slug="conflict")
 
+    def _hold(self, record_id: str, resource_id: str) -> Claim:
+        with self._lock:
+            self._running.add(record_id)
+        return Claim(resource_id)
+
+    def _let_go(self, record_id: str) -> None:
+        with self._lock:
+            self._running.discard(record_id)
+
     def finish(self, record_id: str, status: int, body: Any) -> None:
-        self.coll.update_one(
-            {"_id": record_id},
-            {"$set": {"state": "done", "status": status, "body": json.dumps(body)}},
-        )
+        try:
+            self.coll.update_one(
+                {"_id": record_id},
+                {"$set": {"state": "done", "status": status, "body": json.dumps(body)}},
+            )
+        finally:
+            self._let_go(record_id)
 
     def release(self, record_id: str) -> None:
         """A refusal: nothing was made, the key is free again."""
-        self.coll.delete_one({"_id": record_id, "state": "running"})
+        try:
+            self.coll.delete_one({"_id": record_id, "state": "running", "owner": self.owner})
+        finally:
+            self._let_go(record_id)
 
     def cut(self, record_id: str) -> None:
         """Cut off (an outage, a bug): part of the work may be done; the same request sent
-        again takes the record over and finishes it under the same id."""
-        self.coll.update_one({"_id": record_id, "state": "running"}, {"$set": {"state": "failed"}})
+        again takes the record over and finishes it under the same id. The claim is dated long
+        ago (stale for any process, this code's or an earlier one's); if the outage refuses
+        this write too, this process still knows the claim is its own and over."""
+        try:
+            self.coll.update_one(
+                {"_id": record_id, "state": "running", "owner": self.owner},
+                {"$set": {"claimedAt": LONG_AGO}},
+            )
+        finally:
+            self._let_go(record_id)

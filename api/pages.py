@@ -1,8 +1,9 @@
 """Cursor pages: ``limit`` (1 to 200), ``after`` (an opaque cursor), and a ``next`` link.
 
-A cursor is the sort key of the last item of a page, as URL-safe base64 of compact JSON, so a
-page never skips or repeats an item when items are added or removed meanwhile (an offset
-would). A cursor that does not decode is refused (422, naming ``after``).
+A cursor is the list's kind and the sort key of the last item of a page, as URL-safe base64
+of compact JSON, so a page never skips or repeats an item when items are added or removed
+meanwhile (an offset would). A cursor that does not decode, or that another list gave out, is
+refused (422, naming ``after``).
 """
 
 from __future__ import annotations
@@ -19,16 +20,18 @@ MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
 
 
-def encode(key: list[Any]) -> str:
-    raw = json.dumps(key, separators=(",", ":")).encode()
+def encode(kind: str, key: list[Any]) -> str:
+    """The cursor after ``key`` in the list ``kind`` (``reminders``, ``devices``...)."""
+    raw = json.dumps([kind, *key], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 NOT_OURS = "is not a cursor this list gave out"
 
 
-def decode(cursor: str | None, shape: tuple[type, ...]) -> list[Any] | None:
-    """The sort key in ``cursor`` (a list whose items have the types of ``shape``), or None."""
+def decode(cursor: str | None, kind: str, shape: tuple[type, ...]) -> list[Any] | None:
+    """The sort key in ``cursor`` (a list whose items have the types of ``shape``), given out
+    by the list ``kind``; or None."""
     if cursor is None:
         return None
     try:
@@ -38,11 +41,12 @@ def decode(cursor: str | None, shape: tuple[type, ...]) -> list[Any] | None:
         key = None
     if (
         not isinstance(key, list)
-        or len(key) != len(shape)
-        or not all(type(v) is t for v, t in zip(key, shape, strict=True))
+        or len(key) != len(shape) + 1
+        or key[0] != kind
+        or not all(type(v) is t for v, t in zip(key[1:], shape, strict=True))
     ):
         raise invalid([field_error("after", NOT_OURS, "query")])
-    return key
+    return key[1:]
 
 
 def next_link(path: str, params: dict[str, Any], cursor: str | None) -> str | None:

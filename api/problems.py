@@ -237,6 +237,17 @@ async def on_http_exception(request: Request, exc: Exception) -> Response:
     )
 
 
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is answered 4xx: the request was refused, nothing of it was done (the
+    same mapping as the handlers here: ``ApiProblem`` by its status, the project's errors as
+    ``on_project_error`` answers them)."""
+    if isinstance(exc, ApiProblem):
+        return exc.status < 500
+    if isinstance(exc, StarletteHTTPException):
+        return exc.status_code < 500
+    return isinstance(exc, NotFoundError | ConflictError | InputError | PermanentError)
+
+
 async def on_project_error(request: Request, exc: Exception) -> Response:
     """The project's error tree, as the management code raises it."""
     if isinstance(exc, NotFoundError):
@@ -321,8 +332,11 @@ def request_shape_problem(scope: Scope) -> Response | None:
     parameter more than once (422); None if neither."""
     path = raw_path(scope)
     if scope.get("method") in ("POST", "PUT", "PATCH"):
-        headers = dict(scope.get("headers") or [])
-        has_body = headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
+        headers: dict[bytes, bytes] = {}
+        for key, value in scope.get("headers") or []:
+            headers.setdefault(key, value)  # the first, as the body is read by
+        length = headers.get(b"content-length", b"0").decode("latin-1").strip()
+        has_body = (not length.isdigit() or int(length) > 0) or b"transfer-encoding" in headers
         said = headers.get(b"content-type", b"").decode("latin-1")
         media = said.split(";", 1)[0].strip().lower()
         if has_body and media != "application/json" and not media.endswith("+json"):
@@ -413,8 +427,8 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 READS = problem_responses(401, 404, 422, 503)
 """A read of one user's resource: no key, no such thing, a bad id, the database away."""
-WRITES = problem_responses(400, 401, 404, 413, 422, 503)
-"""A write with a JSON body: READS and a body that is not JSON or too large."""
+WRITES = problem_responses(400, 401, 404, 413, 415, 422, 503)
+"""A write with a JSON body: READS and a body that is not JSON, not said to be, or too large."""
 NO_CONTENT: dict[str, Any] = {
     "status_code": 204,
     "response_class": Response,

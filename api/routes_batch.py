@@ -186,7 +186,7 @@ def _checked(b: Backend, index: int, raw: Any) -> BatchResult | upserts.Item:
     "/v1/batch",
     response_model=BatchOut,
     summary="Up to 1,000 user, device and reminder upserts, each answered on its own",
-    responses=problem_responses(400, 401, 413, 422, 503),
+    responses=problem_responses(400, 401, 413, 415, 422, 503),
 )
 def batch(body: BatchIn, b: BackendDep, _: AppCaller) -> BatchOut:
     """A database or broker outage stops the batch with a 503: the items before it are

@@ -32,7 +32,7 @@ def _instant(raw: str | None, name: str) -> dt.datetime | None:
     if raw is None:
         return None
     try:
-        return checks.instant(raw, name)
+        return checks.instant(raw, name, in_query=True)
     except InputError as exc:
         raise invalid([field_error(name, str(exc), "query")]) from None
 
@@ -57,7 +57,7 @@ def list_messages(
     every end but success), when it was sent and how late. A user with none (or unknown, or
     erased) has an empty list."""
     start, end = _instant(since, "since"), _instant(until, "until")
-    key = pages.decode(page.after, (int, str))
+    key = pages.decode(page.after, "messages", (int, str))
     after = None
     if key is not None:
         try:
@@ -78,7 +78,7 @@ def list_messages(
     if more:
         last = docs[-1]
         ms = int((last["scheduledAt"] - EPOCH).total_seconds() * 1000)
-        cursor = pages.encode([ms, last["_id"]])
+        cursor = pages.encode("messages", [ms, last["_id"]])
     params = {"status": status, "since": since, "until": until, "limit": page.limit}
     return MessagePage(
         items=[message_out(d, devices) for d in docs],

@@ -39,7 +39,7 @@ def stats(
     start = None
     if since is not None:
         try:
-            start = checks.instant(since, "since")
+            start = checks.instant(since, "since", in_query=True)
         except InputError as exc:
             raise invalid([field_error("since", str(exc), "query")]) from None
     result: dict[str, Any] = ops_stats.compute(b.db, start, categories=b.settings.categories)
@@ -50,7 +50,7 @@ def stats(
     "/v1/replays",
     response_model=ReplayOut,
     summary="Send missed (or project-failed) messages again, each at most once",
-    responses=problem_responses(400, 401, 403, 413, 422, 503),
+    responses=problem_responses(400, 401, 403, 413, 415, 422, 503),
 )
 def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller) -> ReplayOut:
     """The same selection and rules as `tzpush replay`; `dryRun` lists and changes nothing.

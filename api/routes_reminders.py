@@ -16,10 +16,9 @@ from api.idempotency import IdempotencyStore, Stored, check_key, fingerprint
 from api.manage import ReminderSpec, new_reminder_id
 from api.models import ReminderIn, ReminderOut, ReminderPage, ReminderPatch
 from api.params import IdempotencyKey, PageDep, ReminderId, UserId
-from api.problems import NO_CONTENT, READS, WRITES, ApiProblem, problem_responses
+from api.problems import NO_CONTENT, READS, WRITES, is_refusal, problem_responses
 from api.views import last_occurrences, reminder_out
 from shared.domain.messages import Doc
-from shared.errors import ConflictError, InputError, NotFoundError
 from shared.store import db as dbm
 
 router = APIRouter(prefix="/v1/users/{userId}/reminders", tags=["reminders"])
@@ -57,7 +56,7 @@ def put(b: Backend, user_id: str, reminder_id: str, body: ReminderIn) -> tuple[D
     summary="Create or replace a reminder under your own id",
     responses={
         201: {"description": "Created", "model": ReminderOut},
-        **problem_responses(400, 401, 404, 409, 413, 422, 503),
+        **problem_responses(400, 401, 404, 409, 413, 415, 422, 503),
     },
 )
 def put_reminder(
@@ -81,7 +80,7 @@ def put_reminder(
     status_code=201,
     response_model=ReminderOut,
     summary="Create a reminder (the server picks its id)",
-    responses=problem_responses(400, 401, 404, 409, 413, 422, 503),
+    responses=problem_responses(400, 401, 404, 409, 413, 415, 422, 503),
 )
 def post_reminder(
     user_id: UserId,
@@ -108,11 +107,11 @@ def post_reminder(
     try:
         doc, _ = put(b, user_id, claim.resource_id, body)
         out = show(b, doc).model_dump(mode="json", by_alias=True)
-    except (ApiProblem, InputError, NotFoundError, ConflictError):
-        store.release(record)  # refused: nothing made, the key is free again
-        raise
-    except BaseException:
-        store.cut(record)  # maybe half done: the same request sent again finishes it
+    except BaseException as exc:
+        if is_refusal(exc):
+            store.release(record)  # refused: nothing made, the key is free again
+        else:
+            store.cut(record)  # maybe half done: the same request sent again finishes it
         raise
     store.finish(record, 201, out)
     return JSONResponse(out, status_code=201)
@@ -175,7 +174,7 @@ def list_reminders(
     page: PageDep,
 ) -> ReminderPage:
     limit = page.limit
-    key = pages.decode(page.after, (str,))
+    key = pages.decode(page.after, "reminders", (str,))
     user = b.manager.get_user(user_id)
     flt: Doc = {"userId": user_id, "isDeleted": False}
     if key is not None:
@@ -186,6 +185,6 @@ def list_reminders(
     now = b.manager.now
     last = last_occurrences(b.db, user_id, docs, now)
     items = [reminder_out(d, user, now, last.get(d["_id"])) for d in docs]
-    cursor = pages.encode([docs[-1]["_id"]]) if more else None
+    cursor = pages.encode("reminders", [docs[-1]["_id"]]) if more else None
     link = pages.next_link(request.url.path, {"limit": limit}, cursor)
     return ReminderPage(items=items, next=link)

@@ -97,7 +97,7 @@ def list_devices(
     user_id: UserId, b: BackendDep, _: AppCaller, request: Request, page: PageDep
 ) -> DevicePage:
     """By registration id; ``next`` links the next page."""
-    key = pages.decode(page.after, (str,))
+    key = pages.decode(page.after, "devices", (str,))
     b.manager.get_user(user_id)
     flt: Doc = {"userId": user_id, "isActive": True}
     if key is not None:
@@ -105,6 +105,6 @@ def list_devices(
     docs = list(b.db[dbm.TOKENS].find(flt).sort("_id", 1).limit(page.limit + 1))
     more = len(docs) > page.limit
     docs = docs[: page.limit]
-    cursor = pages.encode([str(docs[-1]["_id"])]) if more else None
+    cursor = pages.encode("devices", [str(docs[-1]["_id"])]) if more else None
     link = pages.next_link(request.url.path, {"limit": page.limit}, cursor)
     return DevicePage(items=[device_out(d) for d in docs], next=link)

@@ -214,6 +214,11 @@ def test_a_body_that_is_not_json_by_its_content_type_is_415(app):
         headers={"content-type": "application/json; charset=utf-8"},
     )
     assert r.status_code == 200, r.text
+    # The path as routed (decoded), and the first Content-Type (the one the body is read by).
+    r = app.put("/%761/users/u1", content=b"timezone=UTC", headers={"content-type": "text/plain"})
+    _problem(r, 415)
+    two = [("content-type", "text/plain"), ("content-type", "application/json")]
+    _problem(app.put("/v1/users/u1", content=b'{"timezone": "UTC"}', headers=two), 415)
 
 
 def test_a_trailing_slash_is_a_404_that_names_the_path_not_a_redirect(app):
@@ -222,11 +227,15 @@ def test_a_trailing_slash_is_a_404_that_names_the_path_not_a_redirect(app):
     assert "/v1/users/u1" in body["detail"] and "trailing slash" in body["detail"]
 
 
-def test_a_plus_sent_unencoded_in_a_query_is_explained(app):
+def test_a_plus_sent_unencoded_in_a_query_is_explained(app, api):
     app.put("/v1/users/u1", json={"timezone": "UTC"})
     r = app.get("/v1/users/u1/messages?since=2026-12-01T10:00:00+05:00")
     message = _problem(r, 422)["errors"][0]["message"]
     assert "%2B" in message, message
+    with api.client("ops") as ops:  # in a JSON body a space is a space: no such hint
+        r = ops.post("/v1/replays", json={"since": "2026-12-01T10:00:00 05:00", "dryRun": True})
+    [error] = _problem(r, 422)["errors"]
+    assert "%2B" not in error["message"] and error["name"] == "since", error
 
 
 def test_a_query_parameter_given_twice_is_refused(app):
@@ -235,6 +244,7 @@ def test_a_query_parameter_given_twice_is_refused(app):
     assert body["errors"] == [
         {"name": "limit", "in": "query", "message": "given 2 times; give it once"}
     ]
+    _problem(app.get("/v%31/users/u1/messages?limit=5&limit=50"), 422)
 
 
 def test_a_reused_idempotency_key_has_its_own_title(app):
@@ -262,3 +272,31 @@ def test_the_api_stops_cleanly_on_sigterm(stack):
         assert server.proc is not None
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(20) == 0, server.log_tail()
+
+
+def test_the_openapi_document_lists_the_415_of_every_body(api):
+    with api.client(None) as c:
+        doc = c.get("/openapi.json").json()
+    missing = [
+        f"{method.upper()} {path}"
+        for path, ops in doc["paths"].items()
+        for method, op in ops.items()
+        if "requestBody" in op and "415" not in op["responses"]
+    ]
+    assert missing == []
+
+
+def test_a_cursor_from_another_list_is_refused(app):
+    app.put("/v1/users/u1", json={"timezone": "UTC"})
+    for i in range(3):
+        body = {"category": "meal", "label": f"l{i}", "at": "12:30"}
+        app.put(f"/v1/users/u1/reminders/r{i}", json=body)
+        app.put(f"/v1/users/u1/devices/d{i}", json={"token": f"ExponentPushToken[c-{i}]"})
+    reminders = app.get("/v1/users/u1/reminders?limit=1").json()["next"]
+    devices = app.get("/v1/users/u1/devices?limit=1").json()["next"]
+    after_r = reminders.split("after=")[1]
+    after_d = devices.split("after=")[1]
+    body = _problem(app.get(f"/v1/users/u1/devices?after={after_r}"), 422)
+    assert body["errors"][0]["name"] == "after"
+    _problem(app.get(f"/v1/users/u1/reminders?after={after_d}"), 422)
+    assert app.get(devices).status_code == 200 and app.get(reminders).status_code == 200

@@ -284,3 +284,32 @@ def test_a_post_cut_by_an_outage_and_sent_again_under_its_key_creates_one_remind
     replayed = app.post("/v1/users/h0/reminders", json=body, headers=headers)
     assert replayed.json()["id"] == again.json()["id"]
     assert replayed.headers["idempotent-replayed"] == "true"
+
+
+def test_a_post_whose_cut_could_not_be_recorded_is_finished_at_once_when_sent_again(
+    api, app, db, mongo_client
+):
+    """The outage also refuses the write that marks the attempt cut: the key's record still
+    says running. This process knows it is not (it runs no such request): the retry takes it
+    over at once, instead of being told for a minute that the request is still in progress."""
+    _users(app, 1)
+    body = {"category": "meal", "label": "cut twice", "at": "09:00"}
+    headers = {"Idempotency-Key": "cut-unrecorded"}
+    failpoint = {
+        "configureFailPoint": "failCommand",
+        "mode": {"skip": 2, "times": 50},
+        "data": {
+            "failCommands": ["insert", "update"],
+            "closeConnection": True,
+            "appName": "tzpush",
+        },
+    }
+    mongo_client.admin.command(failpoint)
+    try:
+        first = app.post("/v1/users/h0/reminders", json=body, headers=headers)
+    finally:
+        mongo_client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+    assert first.status_code == 503, first.text
+    again = app.post("/v1/users/h0/reminders", json=body, headers=headers)
+    assert again.status_code == 201, again.text
+    assert [d["_id"] for d in db[dbm.REMINDERS].find({"userId": "h0"})] == [again.json()["id"]]

@@ -101,11 +101,13 @@ def test_instants_are_parsed_as_the_cli_parses_them():
 
 
 def test_cursors_round_trip_and_garbage_is_a_422_naming_after():
-    c = pages.encode([1767225600000, "m:1"])
-    assert pages.decode(c, (int, str)) == [1767225600000, "m:1"]
-    for bad in ("garbage", pages.encode(["x"]), pages.encode([1, 2]), "%%%", "e30"):
+    c = pages.encode("messages", [1767225600000, "m:1"])
+    assert pages.decode(c, "messages", (int, str)) == [1767225600000, "m:1"]
+    another_list = pages.encode("devices", [1767225600000, "m:1"])
+    bad_cursors = ("garbage", pages.encode("messages", ["x"]), another_list, "%%%", "e30")
+    for bad in (*bad_cursors, pages.encode("messages", [1, 2])):
         with pytest.raises(ApiProblem) as err:
-            pages.decode(bad, (int, str))
+            pages.decode(bad, "messages", (int, str))
         assert err.value.status == 422 and err.value.errors[0]["name"] == "after"
     assert (
         pages.next_link("/v1/x", {"limit": 2, "status": None}, "abc") == "/v1/x?limit=2&after=abc"
