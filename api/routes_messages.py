@@ -13,11 +13,12 @@ from api.deps import AppCaller, BackendDep
 from api.models import MessageOut, MessagePage
 from api.params import MessageId, PageDep, UserId
 from api.problems import READS, ApiProblem, field_error, invalid, problem_responses
-from api.views import EPOCH, device_ids, message_out, messages_page
+from api.views import device_ids, message_out
 from shared.domain.messages import Status
 from shared.domain.validation import shown
 from shared.errors import InputError
 from shared.store import db as dbm
+from shared.store.history import EPOCH, messages_page
 
 router = APIRouter(tags=["messages"])
 

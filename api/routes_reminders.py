@@ -17,9 +17,10 @@ from api.manage import ReminderSpec, new_reminder_id
 from api.models import ReminderIn, ReminderOut, ReminderPage, ReminderPatch
 from api.params import IdempotencyKey, PageDep, ReminderId, UserId
 from api.problems import NO_CONTENT, READS, WRITES, is_refusal, problem_responses
-from api.views import last_occurrences, reminder_out
+from api.views import reminder_out
 from shared.domain.messages import Doc
 from shared.store import db as dbm
+from shared.store.history import last_occurrences
 
 router = APIRouter(prefix="/v1/users/{userId}/reminders", tags=["reminders"])
 

@@ -21,9 +21,10 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from api.models import ReminderOut, UserOut
-from api.views import last_occurrences, ranges_back, reminder_out, user_out
+from api.views import reminder_out, user_out
 from shared.domain.messages import Doc
 from shared.store import db as dbm
+from shared.store.history import last_occurrences, ranges_back
 
 TIMELINE = 50
 # A user's messages are counted back from the timeline's end up to this many ("or more"
@@ -59,7 +60,7 @@ def user_record(
     last = last_occurrences(database, user_id, reminders, now)
     coll = database[dbm.MESSAGES]
     # The API's index (userId, scheduledAt) serves these reads; the latest are read back a
-    # window at a time until a timeline's worth is found (api.views.ranges_back).
+    # window at a time until a timeline's worth is found (shared.store.history.ranges_back).
     ahead = now + dt.timedelta(days=2)
     messages: list[Doc] = []
     for rng in ranges_back(ahead):

@@ -301,7 +301,7 @@ def test_a_users_messages_are_read_through_an_index(world, reads):
     every message ever planned (4.1 s at 200,000 here, against 3 ms for the first page)."""
     from api.app import ensure_api_indexes
     from api.console.records import user_record
-    from api.views import last_occurrences, messages_page
+    from shared.store.history import last_occurrences, messages_page
 
     ensure_api_indexes(world.db)
     dbm.ensure_indexes(world.db)
@@ -583,7 +583,7 @@ def test_a_users_messages_page_through_instants_shared_by_more_than_a_page(world
     """Pages in the index's order, the order by id within an instant made by ``messages_page``
     (one instant's messages read whole): every message once, in (instant, id) order, whatever
     the page size, with an instant shared by more messages than a page holds."""
-    from api.views import messages_page
+    from shared.store.history import messages_page
 
     dbm.ensure_indexes(world.db)
     base = {"userId": "ties", "isDeleted": False, "category": "meal", "status": "success"}
@@ -641,7 +641,7 @@ def test_a_users_recent_messages_are_read_without_their_history(world, reads, mo
     message of the reminders listed, each page every message from its cursor on, the console's
     timeline and count the whole history."""
     from api.console.records import user_record
-    from api.views import last_occurrences, messages_page
+    from shared.store.history import last_occurrences, messages_page
 
     dbm.ensure_indexes(world.db)
     born = T0 - dt.timedelta(days=400)
@@ -683,7 +683,7 @@ def test_a_users_recent_messages_are_read_without_their_history(world, reads, mo
     since = T0 - dt.timedelta(days=10)
     sent += reads(lambda: first.extend(messages_page(world.db, "old", limit=5, start=since)[0]))
     assert [d["_id"] for d in first] == ["b9", "a9", "b8", "a8", "b7"]
-    # A page of one status is one read of the user's messages (api.views.messages_page): not
+    # A page of one status is one read of the user's messages (history.messages_page): not
     # checked for its cost here, only for its answer.
     since = T0 - dt.timedelta(days=40)
     failed = messages_page(world.db, "old", limit=5, start=since, status="failed")[0]
