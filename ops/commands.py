@@ -1,4 +1,4 @@
-"""Operator commands: ``tzpush stats|replay|rebuild|doctor|messages show|demo``.
+"""Operator commands: ``tzpush stats|replay|rebuild|doctor|messages show|list|demo``.
 
 Thin wiring: parse options, open connections from settings, call the module that does the work
 (``ops.stats``, ``ops.replay``, ``ops.doctor``, ``ops.demo``) and print. Heavy imports
@@ -26,6 +26,7 @@ from shared.terminal import command, subcommands
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 PROGRESS_ABOVE = 200  # show a progress bar for selections larger than this
+MAX_LISTED = 1000  # messages list: at most this many a call
 
 
 def _csv(raw: str | None) -> list[str]:
@@ -71,6 +72,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     command(
         ms, "show", "one message with its send guard and token", cmd_messages_show, "message_id"
     )
+    ml = command(
+        ms,
+        "list",
+        "a user's messages by due instant (sent and upcoming), with their ids",
+        cmd_messages_list,
+        "user_id",
+    )
+    ml.add_argument("--status", choices=[s.value for s in Status], help="only this status")
+    ml.add_argument("--since", help="due at or after this ISO instant")
+    ml.add_argument("--until", help="due before this ISO instant")
+    ml.add_argument(
+        "--limit", type=int, default=50, help=f"at most this many (1 to {MAX_LISTED}; 50)"
+    )
+    ml.add_argument("--json", action="store_true", help="machine-readable output")
 
     _register_demo(sub)
 
@@ -255,6 +270,54 @@ def cmd_messages_show(args: argparse.Namespace, settings: Settings) -> int:
         "token": token and {k: token.get(k) for k in ("_id", "isActive", "deactivationReason")},
     }
     print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+MESSAGE_COLUMNS: dict[str, Any] = {
+    "due (UTC)": lambda d: _utc(d.get("scheduledAt")),
+    "category": "category",
+    "status": "status",
+    "reason": "reason",
+    "sent": lambda d: _utc(d.get("sentAt")),
+    "id": "_id",
+}
+
+
+def _utc(t: Any) -> str:
+    if not isinstance(t, dt.datetime):
+        return ""
+    t = t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cmd_messages_list(args: argparse.Namespace, settings: Settings) -> int:
+    """The user's messages due in ``[--since, --until)``, oldest first (the HTTP API's read:
+    ``shared.store.history.messages_page``), and how to see the next ones."""
+    from shared.domain.validation import validate_id
+    from shared.store import db as dbm
+    from shared.store.history import messages_page
+    from shared.terminal import print_rows
+
+    user_id = validate_id(args.user_id, "user id")
+    since = parse_instant(args.since, what="since")
+    until = parse_instant(args.until, what="until")
+    if not 1 <= args.limit <= MAX_LISTED:
+        raise InputError(f"--limit {args.limit}: give 1 to {MAX_LISTED}")
+    database = dbm.connect(settings.mongo)
+    try:
+        docs, more = messages_page(
+            database, user_id, limit=args.limit, start=since, end=until, status=args.status
+        )
+    finally:
+        database.client.close()
+    title = f"messages of {user_id}" + (f" ({args.status})" if args.status else "")
+    print_rows(docs, MESSAGE_COLUMNS, title=title, as_json=args.json)
+    if not args.json:
+        if more:
+            nxt = f"tzpush messages list {user_id} --since {_utc(docs[-1]['scheduledAt'])}"
+            print(f"more: {nxt} (from the last due instant shown), or a larger --limit")
+        elif not docs:
+            print("none")
     return 0
 
 

@@ -48,7 +48,7 @@ def print_rows(
 
     table = Table(title=escape(title))
     for name in columns:
-        table.add_column(name)
+        table.add_column(name, overflow="fold")  # a long id wraps whole, never cut short
     for row in rows:
         cells = (c(row) if callable(c) else row.get(c, "") for c in columns.values())
         table.add_row(*(escape(str(cell)) for cell in cells))

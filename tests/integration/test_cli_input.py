@@ -197,3 +197,45 @@ def test_a_fake_expo_on_a_taken_port_gets_one_line_saying_what_to_do(tzpush: Run
     assert code == 2
     line = one_line(err)
     assert f"127.0.0.1:{port}" in line and "--port" in line
+
+
+def test_messages_list_shows_a_users_messages_by_due_instant_with_whole_ids(
+    tzpush: Run, world: World, monkeypatch: pytest.MonkeyPatch
+):
+    import datetime as dt
+    import json
+
+    t0 = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
+    docs = [
+        {
+            "_id": f"lunch-reminder-of-someone:{v}:registration-{i:04d}:2026-12-0{i + 1}",
+            "userId": "m1",
+            "category": "meal",
+            "scheduledAt": t0 + dt.timedelta(days=i),
+            "status": status,
+            **({"reason": reason} if reason else {}),
+        }
+        for i, (v, status, reason) in enumerate(
+            [(1, "success", None), (1, "failed", "InvalidCredentials"), (2, "pending", None)]
+        )
+    ]
+    world.db[dbm.MESSAGES].insert_many([*docs, {**docs[0], "_id": "x", "userId": "other"}])
+    code, out, err = tzpush("messages", "list", "m1", "--json")
+    assert code == 0, err
+    assert [r["_id"] for r in json.loads(out)] == [d["_id"] for d in docs]
+    code, out, _ = tzpush("messages", "list", "m1", "--status", "failed", "--json")
+    assert [r["reason"] for r in json.loads(out)] == ["InvalidCredentials"]
+    code, out, _ = tzpush("messages", "list", "m1", "--since", "2026-12-02T00:00Z", "--json")
+    assert len(json.loads(out)) == 2
+    # A table on a narrow terminal folds a long id instead of cutting it.
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = tzpush("messages", "list", "m1", "--limit", "2")
+    id_column = "".join(
+        line.split("│")[-2].strip() for line in out.splitlines() if line.startswith("│")
+    )
+    assert code == 0 and id_column == docs[0]["_id"] + docs[1]["_id"], out
+    assert "…" not in out and "more: tzpush messages list m1 --since" in out
+    code, _, err = tzpush("messages", "list", "m1", "--since", "yesterday")
+    assert code == 2 and "since 'yesterday'" in one_line(err)
+    code, _, err = tzpush("messages", "list", "bad user")
+    assert code == 2 and "user id" in one_line(err)
