@@ -92,7 +92,7 @@ class Selection:
         if self.status not in REPLAYABLE:
             raise InputError(f"replay selects is_missed or failed messages, not {self.status}")
         if self.causes and self.status is not Status.FAILED:
-            raise InputError("--cause selects failed messages: use it with --status failed")
+            raise InputError("a cause selects failed messages: ask for status failed with it")
         bad = [c for c in self.causes if c not in REPLAY_CAUSES]
         if bad:
             raise InputError(

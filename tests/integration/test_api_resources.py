@@ -313,6 +313,8 @@ def test_stats_and_replays_for_ops_keys(app, api, db):
         assert again["selected"] == 0
         bad = ops.post("/v1/replays", json={"causes": ["credentials"]})
         assert bad.status_code == 422
+        [error] = bad.json()["errors"]  # in the API's terms, not the CLI's flags
+        assert error["name"] == "causes" and "--" not in error["message"], error
     m = db[dbm.MESSAGES].find_one({"_id": "missed-1"})
     assert m["status"] == "success" and m["replay"]["by"] == "api:oncall"
     assert [p["to"] for p in api.fake.pushes()] == [TOKEN_A]
