@@ -108,7 +108,7 @@ def test_replay_failed_by_cause_with_a_dry_run(world, capsys):
     )
     assert world.message(down)["status"] == "success"
     assert len(world.fake.pushes()) == 2
-    with pytest.raises(InputError, match="--cause"):
+    with pytest.raises(InputError, match="a cause selects failed messages"):
         run_cli(world.settings, "replay", "--cause", "credentials", "--yes")
     with pytest.raises(InputError, match="nonsense"):
         run_cli(world.settings, "replay", "--status", "failed", "--cause", "nonsense", "--yes")
