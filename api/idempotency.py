@@ -12,8 +12,11 @@ its claim dated long ago, and the same request sent again takes it over and goes
 same id (so it finishes that resource instead of creating a second one). So does a request
 whose process died (a claim older than ``STALE_CLAIM``), and one whose cut could not be written
 (the outage refused that write too): the claim names the process that made it, and a process
-that finds its own claim on a request it is not running takes it over at once. Records expire
-24 h after the key's first use (checked on read, and removed by a TTL index).
+that finds its own claim on a request it is not running takes it over at once (one it is still
+running, however slow, it never takes over). Claims are dated and judged by the database
+server's clock (this host's, corrected by its distance from the server's, read every few
+minutes), so API hosts whose clocks disagree agree on what is stale. Records expire 24 h after
+the key's first use (checked on read, and removed by a TTL index).
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from pymongo.errors import DuplicateKeyError
 from api.problems import ApiProblem, field_error, invalid
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
+from shared.store import db as dbm
 
 COLLECTION = "api_idempotency"
 TTL = dt.timedelta(hours=24)
 STALE_CLAIM = dt.timedelta(seconds=60)
 LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)  # a cut claim: stale for any process
+SKEW_READ_EVERY = dt.timedelta(minutes=5)  # how often the server's clock is read again
 MAX_KEY_LENGTH = 255
 INDEXES = [
     IndexModel([("createdAt", ASCENDING)], name="idempotency_expire", expireAfterSeconds=86400)
@@ -81,8 +86,22 @@ class IdempotencyStore:
         self.coll = database[COLLECTION]
         self.clock = clock
         self.owner = uuid.uuid4().hex  # this process, in the claims it makes
-        self._running: set[str] = set()  # the records this process's requests hold now
+        self._running: dict[str, str] = {}  # record -> attempt, of this process's requests
         self._lock = threading.Lock()
+        self._skew: tuple[dt.datetime, dt.timedelta] | None = None  # read at, this host ahead by
+
+    def _now(self) -> dt.datetime:
+        """The database server's time, by this host's clock and its distance from the
+        server's (read again every ``SKEW_READ_EVERY``; none known: this host's clock)."""
+        local = self.clock()
+        if self._skew is None or local - self._skew[0] > SKEW_READ_EVERY:
+            try:
+                read = dbm.server_clock(self.coll.database, self.clock)
+            except Exception:  # the server's clock unknown: ours (the claim's write will tell)
+                read = None
+            skew = dt.timedelta(seconds=read.skew_s) if read is not None else dt.timedelta(0)
+            self._skew = (local, skew)
+        return local - self._skew[1]
 
     @staticmethod
     def record_id(principal: str, route: str, key: str) -> str:
@@ -92,7 +111,8 @@ class IdempotencyStore:
         """Claim the key for a request that creates ``fresh_id`` (or the id an earlier attempt
         of the same request was creating), or the stored answer of the same request."""
         for _ in range(3):
-            now = self.clock()
+            now = self._now()
+            attempt = uuid.uuid4().hex
             try:
                 self.coll.insert_one(
                     {
@@ -103,9 +123,10 @@ class IdempotencyStore:
                         "createdAt": now,
                         "claimedAt": now,
                         "owner": self.owner,
+                        "attempt": attempt,
                     }
                 )
-                return self._hold(record_id, fresh_id)
+                return self._hold(record_id, attempt, fresh_id)
             except DuplicateKeyError:
                 pass
             doc = self.coll.find_one({"_id": record_id})
@@ -127,8 +148,11 @@ class IdempotencyStore:
                 return Stored(int(doc["status"]), json.loads(doc["body"]))
             claimed = doc.get("claimedAt") or created
             with self._lock:
-                mine_and_over = doc.get("owner") == self.owner and record_id not in self._running
-            if now - claimed <= STALE_CLAIM and not mine_and_over:
+                running_here = record_id in self._running
+            mine_and_over = doc.get("owner") == self.owner and not running_here
+            # "failed": a cut as an earlier version recorded it.
+            over = mine_and_over or state == "failed" or now - claimed > STALE_CLAIM
+            if running_here or not over:
                 raise ApiProblem(
                     409,
                     "a request with this Idempotency-Key is still in progress; retry shortly",
@@ -138,20 +162,28 @@ class IdempotencyStore:
             # Cut, or its process died, or ours and over: take it over, under the same id.
             taken = self.coll.update_one(
                 {"_id": record_id, "state": state, "claimedAt": doc.get("claimedAt")},
-                {"$set": {"state": "running", "claimedAt": now, "owner": self.owner}},
+                {
+                    "$set": {
+                        "state": "running",
+                        "claimedAt": now,
+                        "owner": self.owner,
+                        "attempt": attempt,
+                    }
+                },
             )
             if taken.modified_count == 1:
-                return self._hold(record_id, str(doc.get("resourceId") or fresh_id))
+                return self._hold(record_id, attempt, str(doc.get("resourceId") or fresh_id))
         raise ApiProblem(409, "could not claim the Idempotency-Key; retry", slug="conflict")
 
-    def _hold(self, record_id: str, resource_id: str) -> Claim:
+    def _hold(self, record_id: str, attempt: str, resource_id: str) -> Claim:
         with self._lock:
-            self._running.add(record_id)
+            self._running[record_id] = attempt
         return Claim(resource_id)
 
-    def _let_go(self, record_id: str) -> None:
+    def _let_go(self, record_id: str) -> str | None:
+        """This process's attempt on the record, no longer running."""
         with self._lock:
-            self._running.discard(record_id)
+            return self._running.pop(record_id, None)
 
     def finish(self, record_id: str, status: int, body: Any) -> None:
         try:
@@ -164,20 +196,16 @@ class IdempotencyStore:
 
     def release(self, record_id: str) -> None:
         """A refusal: nothing was made, the key is free again."""
-        try:
-            self.coll.delete_one({"_id": record_id, "state": "running", "owner": self.owner})
-        finally:
-            self._let_go(record_id)
+        attempt = self._let_go(record_id)
+        self.coll.delete_one({"_id": record_id, "state": "running", "attempt": attempt})
 
     def cut(self, record_id: str) -> None:
         """Cut off (an outage, a bug): part of the work may be done; the same request sent
         again takes the record over and finishes it under the same id. The claim is dated long
         ago (stale for any process, this code's or an earlier one's); if the outage refuses
         this write too, this process still knows the claim is its own and over."""
-        try:
-            self.coll.update_one(
-                {"_id": record_id, "state": "running", "owner": self.owner},
-                {"$set": {"claimedAt": LONG_AGO}},
-            )
-        finally:
-            self._let_go(record_id)
+        attempt = self._let_go(record_id)
+        self.coll.update_one(
+            {"_id": record_id, "state": "running", "attempt": attempt},
+            {"$set": {"claimedAt": LONG_AGO}},
+        )
