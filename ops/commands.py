@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import getpass
 import json
+import shlex
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -84,6 +85,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ml.add_argument("--until", help="due before this ISO instant")
     ml.add_argument(
         "--limit", type=int, default=50, help=f"at most this many (1 to {MAX_LISTED}; 50)"
+    )
+    ml.add_argument(
+        "--after", help="go on after this message (DUE/ID, as the 'more:' line gives it)"
     )
     ml.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -257,11 +261,12 @@ def cmd_messages_show(args: argparse.Namespace, settings: Settings) -> int:
 
     database = dbm.connect(settings.mongo)
     try:
-        msg = database[dbm.MESSAGES].find_one({"_id": args.message_id})
-        if msg is None:
-            raise NotFoundError(f"no message {args.message_id!r}")
-        guard = database[dbm.SENDS].find_one({"_id": args.message_id})
-        token = database[dbm.TOKENS].find_one({"_id": msg.get("notificationTokenId")})
+        with dbm.translate_errors("reading the message"):
+            msg = database[dbm.MESSAGES].find_one({"_id": args.message_id})
+            if msg is None:
+                raise NotFoundError(f"no message {args.message_id!r}")
+            guard = database[dbm.SENDS].find_one({"_id": args.message_id})
+            token = database[dbm.TOKENS].find_one({"_id": msg.get("notificationTokenId")})
     finally:
         database.client.close()
     out = {
@@ -292,7 +297,7 @@ def _utc(t: Any) -> str:
 
 def cmd_messages_list(args: argparse.Namespace, settings: Settings) -> int:
     """The user's messages due in ``[--since, --until)``, oldest first (the HTTP API's read:
-    ``shared.store.history.messages_page``), and how to see the next ones."""
+    ``shared.store.history.messages_page``), and the command that shows the next ones."""
     from shared.domain.validation import validate_id
     from shared.store import db as dbm
     from shared.store.history import messages_page
@@ -301,24 +306,63 @@ def cmd_messages_list(args: argparse.Namespace, settings: Settings) -> int:
     user_id = validate_id(args.user_id, "user id")
     since = parse_instant(args.since, what="since")
     until = parse_instant(args.until, what="until")
+    after = _after(args.after)
     if not 1 <= args.limit <= MAX_LISTED:
         raise InputError(f"--limit {args.limit}: give 1 to {MAX_LISTED}")
     database = dbm.connect(settings.mongo)
     try:
-        docs, more = messages_page(
-            database, user_id, limit=args.limit, start=since, end=until, status=args.status
-        )
+        with dbm.translate_errors("reading the user's messages"):
+            docs, more = messages_page(
+                database,
+                user_id,
+                limit=args.limit,
+                start=since,
+                end=until,
+                status=args.status,
+                after=after,
+            )
     finally:
         database.client.close()
     title = f"messages of {user_id}" + (f" ({args.status})" if args.status else "")
     print_rows(docs, MESSAGE_COLUMNS, title=title, as_json=args.json)
-    if not args.json:
-        if more:
-            nxt = f"tzpush messages list {user_id} --since {_utc(docs[-1]['scheduledAt'])}"
-            print(f"more: {nxt} (from the last due instant shown), or a larger --limit")
-        elif not docs:
-            print("none")
+    if more:
+        print(
+            f"more: {_next_command(args, user_id, docs[-1])}",
+            file=sys.stderr if args.json else sys.stdout,
+        )
+    elif not docs and not args.json:
+        print("none")
     return 0
+
+
+def _after(raw: str | None) -> tuple[dt.datetime, str] | None:
+    """``--after DUE/ID``: the last message shown (its due instant and id)."""
+    if raw is None:
+        return None
+    due, sep, message_id = raw.partition("/")
+    at = parse_instant(due, what="--after's due instant") if sep and message_id else None
+    if at is None:
+        raise InputError(f"--after {raw!r}: give DUE/ID, as the 'more:' line prints it")
+    return at, message_id
+
+
+def _next_command(args: argparse.Namespace, user_id: str, last: dict[str, Any]) -> str:
+    """The command that lists what follows ``last``, with this one's options, shell-quoted."""
+    due = last["scheduledAt"]
+    due = due if due.tzinfo else due.replace(tzinfo=dt.UTC)
+    at = due.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    words = ["tzpush", "messages", "list"]
+    for flag, value in (
+        ("--status", args.status),
+        ("--since", args.since),
+        ("--until", args.until),
+    ):
+        if value is not None:
+            words += [flag, value]
+    words += ["--limit", str(args.limit), "--after", f"{at}/{last['_id']}"]
+    if args.json:
+        words.append("--json")
+    return " ".join(shlex.quote(w) for w in [*words, "--", user_id])
 
 
 def _register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -32,4 +32,7 @@ def parse_instant(raw: str | None, *, what: str = "instant") -> dt.datetime | No
             f"{what} {raw!r} is not an ISO 8601 instant (for example {EXAMPLE})"
         ) from None
     t = t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-    return t.astimezone(dt.UTC)
+    try:
+        return t.astimezone(dt.UTC)
+    except OverflowError:  # an offset that takes it past year 9999 or before year 1
+        raise InputError(f"{what} {raw!r} is out of range") from None

@@ -34,6 +34,14 @@ def command(
     return parser
 
 
+def printable(text: str) -> str:
+    """``text`` with each character a terminal would act on (escape sequences, control
+    characters) shown as its escape (``\\x1b``), so a stored text cannot drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def print_rows(
     rows: Iterable[dict[str, Any]], columns: dict[str, Cell], *, title: str, as_json: bool
 ) -> None:
@@ -51,5 +59,5 @@ def print_rows(
         table.add_column(name, overflow="fold")  # a long id wraps whole, never cut short
     for row in rows:
         cells = (c(row) if callable(c) else row.get(c, "") for c in columns.values())
-        table.add_row(*(escape(str(cell)) for cell in cells))
+        table.add_row(*(escape(printable(str(cell))) for cell in cells))
     Console().print(table)

@@ -234,8 +234,73 @@ def test_messages_list_shows_a_users_messages_by_due_instant_with_whole_ids(
         line.split("│")[-2].strip() for line in out.splitlines() if line.startswith("│")
     )
     assert code == 0 and id_column == docs[0]["_id"] + docs[1]["_id"], out
-    assert "…" not in out and "more: tzpush messages list m1 --since" in out
+    assert "…" not in out and "more: tzpush messages list --limit 2 --after" in out
     code, _, err = tzpush("messages", "list", "m1", "--since", "yesterday")
     assert code == 2 and "since 'yesterday'" in one_line(err)
     code, _, err = tzpush("messages", "list", "bad user")
     assert code == 2 and "user id" in one_line(err)
+
+
+def _seed_crowd(world: World, uid: str) -> list[str]:
+    """60 messages due at one instant (5 of them failed), one an hour later."""
+    import datetime as dt
+
+    t0 = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
+    docs = [
+        {
+            "_id": f"{uid}-m{i:02d}",
+            "userId": uid,
+            "category": "meal",
+            "scheduledAt": t0,
+            "status": "failed" if i % 12 == 0 else "pending",
+        }
+        for i in range(60)
+    ]
+    docs.append({**docs[1], "_id": f"{uid}-z-late", "scheduledAt": t0 + dt.timedelta(hours=1)})
+    world.db[dbm.MESSAGES].insert_many(docs)
+    return [d["_id"] for d in docs]
+
+
+def test_messages_list_leads_past_a_crowded_instant_keeping_its_options(tzpush: Run, world: World):
+    import json
+    import shlex
+
+    ids = _seed_crowd(world, "p1")
+    argv = ["messages", "list", "p1", "--limit", "25", "--json"]
+    seen: list[str] = []
+    for _ in range(10):
+        code, out, err = tzpush(*argv)
+        assert code == 0, err
+        seen += [r["_id"] for r in json.loads(out)]
+        if "more:" not in err:
+            break
+        argv = shlex.split(err.split("more:", 1)[1].split("(", 1)[0])[1:]
+        assert argv[argv.index("--limit") + 1] == "25" and "--json" in argv
+    assert seen == ids
+    code, out, err = tzpush("messages", "list", "p1", "--status", "failed", "--limit", "2")
+    hint = out.split("more:", 1)[1]
+    assert "--status failed" in hint and "--limit 2" in hint
+
+
+def test_messages_list_refuses_in_one_line_and_prints_text_as_text(tzpush: Run, world: World):
+    code, _, err = tzpush("messages", "list", "u1", "--since", "9999-12-31T23:00-05:00")
+    assert code == 2 and "out of range" in one_line(err)
+    down = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300"
+    code, _, err = tzpush("messages", "list", "u1", TZPUSH_MONGO__URI=down)
+    assert code == 1 and one_line(err)
+    code, _, err = tzpush("messages", "show", "x", TZPUSH_MONGO__URI=down)
+    assert code == 1 and one_line(err)
+
+
+def test_table_cells_show_control_characters_escaped_and_hints_quote_ids(tzpush: Run, world: World):
+    import datetime as dt
+
+    due = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
+    evil = "receipt error \x1b]0;owned\x07\x1b[2J\x1b[31m"
+    base = {"category": "meal", "scheduledAt": due, "status": "failed", "reason": evil}
+    world.db[dbm.MESSAGES].insert_many(
+        [{**base, "_id": f"q{i}", "userId": "it's"} for i in range(2)]
+    )
+    code, out, _ = tzpush("messages", "list", "it's", "--limit", "1")
+    assert code == 0 and "\x1b" not in out and "\\x1b" in out
+    assert "messages list --limit 1" in out and "-- 'it'\"'\"'s'" in out
