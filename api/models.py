@@ -245,6 +245,9 @@ class MessageOut(OutModel):
     attempts: int | None
     receipt: ReceiptOut | None
     replayed: bool
+    erased_at: Stamp | None = Field(
+        default=None, description="when the user was erased (the message anonymised), or null"
+    )
 
 
 class MessagePage(Page):

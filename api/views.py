@@ -172,5 +172,6 @@ def message_out(doc: Doc, devices: Mapping[str, str]) -> MessageOut:
             "attempts": _int(doc.get("attempts")),
             "receipt": receipt_out,
             "replayed": isinstance(doc.get("replay"), Mapping),
+            "erasedAt": _time(doc.get("erasedAt")),
         }
     )

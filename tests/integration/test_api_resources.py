@@ -263,6 +263,8 @@ def test_delete_user_erases_and_keeps_anonymised_history(app, api, db):
     kept = db[dbm.MESSAGES].find_one({"_id": "old"})
     assert kept["status"] == "success" and kept["userId"].startswith("erased-")
     assert kept["title"] is None and kept["token"] is None
+    shown = app.get("/v1/messages/old").json()  # says it was erased, and when
+    assert shown["erasedAt"] is not None and shown["userId"].startswith("erased-"), shown
     assert app.get("/v1/users/gone/messages").json()["items"] == []
     assert app.delete("/v1/users/gone").status_code == 404
 
