@@ -31,11 +31,12 @@ from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from api.problems import ApiProblem, field_error, invalid
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
+from shared.errors import TzpushError
 from shared.store import db as dbm
 
 COLLECTION = "api_idempotency"
@@ -97,7 +98,7 @@ class IdempotencyStore:
         if self._skew is None or local - self._skew[0] > SKEW_READ_EVERY:
             try:
                 read = dbm.server_clock(self.coll.database, self.clock)
-            except Exception:  # the server's clock unknown: ours (the claim's write will tell)
+            except (TzpushError, PyMongoError):  # unknown: ours (the claim's write will tell)
                 read = None
             skew = dt.timedelta(seconds=read.skew_s) if read is not None else dt.timedelta(0)
             self._skew = (local, skew)

@@ -35,9 +35,6 @@ def _map(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
 
 
-_time = as_time
-
-
 def user_out(doc: Doc, categories: Iterable[str]) -> UserOut:
     prefs = _map(doc.get("prefs"))
     stored = _map(prefs.get("categories"))
@@ -57,8 +54,8 @@ def user_out(doc: Doc, categories: Iterable[str]) -> UserOut:
             "categories": {c: bool(stored.get(c, True)) for c in categories},
             "quietHours": quiet_out,
             "dailyCap": _int(doc.get("dailyCap")),
-            "createdAt": _time(doc.get("createdAt")),
-            "updatedAt": _time(doc.get("updatedAt")),
+            "createdAt": as_time(doc.get("createdAt")),
+            "updatedAt": as_time(doc.get("updatedAt")),
         }
     )
 
@@ -71,7 +68,7 @@ def device_out(doc: Doc) -> DeviceOut:
             "deviceId": str(doc.get("deviceId")),
             "token": str(doc.get("token")),
             "active": bool(doc.get("isActive")),
-            "createdAt": _time(doc.get("createdAt")),
+            "createdAt": as_time(doc.get("createdAt")),
         }
     )
 
@@ -122,8 +119,8 @@ def reminder_out(doc: Doc, user: Doc | None, now: dt.datetime, last: Doc | None)
             "data": data if isinstance(data, dict) else None,
             "active": bool(doc.get("active", True)),
             "version": _int(doc.get("version")) or 1,
-            "createdAt": _time(doc.get("createdAt")),
-            "updatedAt": _time(doc.get("updatedAt")),
+            "createdAt": as_time(doc.get("createdAt")),
+            "updatedAt": as_time(doc.get("updatedAt")),
             "nextOccurrenceAt": nxt,
             "nextOccurrenceLocal": local,
             "lastOccurrence": last_out,
@@ -163,15 +160,15 @@ def message_out(doc: Doc, devices: Mapping[str, str]) -> MessageOut:
             "body": _str(doc.get("body")),
             "status": _str(doc.get("status")),
             "reason": _str(doc.get("reason")),
-            "scheduledAt": _time(doc.get("scheduledAt")),
+            "scheduledAt": as_time(doc.get("scheduledAt")),
             "localDate": _str(doc.get("localDate")),
             "timezone": _str(doc.get("timezone")),
-            "sentAt": _time(doc.get("sentAt")),
-            "finishedAt": _time(doc.get("finishedAt")),
+            "sentAt": as_time(doc.get("sentAt")),
+            "finishedAt": as_time(doc.get("finishedAt")),
             "latenessMs": _int(doc.get("lateness_ms")),
             "attempts": _int(doc.get("attempts")),
             "receipt": receipt_out,
             "replayed": isinstance(doc.get("replay"), Mapping),
-            "erasedAt": _time(doc.get("erasedAt")),
+            "erasedAt": as_time(doc.get("erasedAt")),
         }
     )

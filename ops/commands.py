@@ -289,10 +289,10 @@ MESSAGE_COLUMNS: dict[str, Any] = {
 
 
 def _utc(t: Any) -> str:
-    if not isinstance(t, dt.datetime):
-        return ""
-    t = t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from shared.store.history import as_time
+
+    at = as_time(t)
+    return "" if at is None else at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cmd_messages_list(args: argparse.Namespace, settings: Settings) -> int:
@@ -348,8 +348,10 @@ def _after(raw: str | None) -> tuple[dt.datetime, str] | None:
 
 def _next_command(args: argparse.Namespace, user_id: str, last: dict[str, Any]) -> str:
     """The command that lists what follows ``last``, with this one's options, shell-quoted."""
-    due = last["scheduledAt"]
-    due = due if due.tzinfo else due.replace(tzinfo=dt.UTC)
+    from shared.store.history import as_time
+
+    due = as_time(last["scheduledAt"])  # the page's range read only datetimes
+    assert due is not None
     at = due.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     words = ["tzpush", "messages", "list"]
     for flag, value in (

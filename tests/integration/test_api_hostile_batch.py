@@ -5,7 +5,6 @@ database outage in the middle of a batch."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import threading
 import time
 from collections import Counter
@@ -18,7 +17,7 @@ import pytest
 
 from api.coalesce import Coalescer
 from shared.store import db as dbm
-from tests.integration.test_api_support import plan_window, prepare
+from tests.integration.test_api_support import plan_window, prepare, soon_hhmm
 
 Doc = dict[str, Any]
 
@@ -244,12 +243,22 @@ def test_a_batch_while_the_database_is_away_is_a_503_and_safe_to_send_again(api,
     _one_active_each(db)
 
 
-def _soon(tz: str, minutes: int = 90) -> str:
-    from zoneinfo import ZoneInfo
-
-    from shared.clock import utcnow
-
-    return (utcnow() + dt.timedelta(minutes=minutes)).astimezone(ZoneInfo(tz)).strftime("%H:%M")
+@contextlib.contextmanager
+def _api_commands_failing(mongo_client, commands: list[str], *, skip: int, times: int):
+    """The API process's ``commands`` fail by a dropped connection (SecantusDB's
+    ``failCommand``, scoped to the tzpush processes' appName), after ``skip`` that pass,
+    ``times`` times; off again on exit."""
+    mongo_client.admin.command(
+        {
+            "configureFailPoint": "failCommand",
+            "mode": {"skip": skip, "times": times},
+            "data": {"failCommands": commands, "closeConnection": True, "appName": "tzpush"},
+        }
+    )
+    try:
+        yield
+    finally:
+        mongo_client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
 
 
 def test_a_post_cut_by_an_outage_and_sent_again_under_its_key_creates_one_reminder(
@@ -261,19 +270,11 @@ def test_a_post_cut_by_an_outage_and_sent_again_under_its_key_creates_one_remind
     _users(app, 1)
     assert app.put("/v1/users/h0/devices/d0", json={"token": tok("post")}).status_code == 200
     plan_window(api, db)
-    body = {"category": "meal", "label": "soon", "at": _soon("Europe/Berlin")}
+    body = {"category": "meal", "label": "soon", "at": soon_hhmm("Europe/Berlin")}
     headers = {"Idempotency-Key": "cut-by-an-outage"}
     # The API's inserts: the key's record, the reminder, then its messages (and the retry).
-    failpoint = {
-        "configureFailPoint": "failCommand",
-        "mode": {"skip": 2, "times": 2},
-        "data": {"failCommands": ["insert"], "closeConnection": True, "appName": "tzpush"},
-    }
-    mongo_client.admin.command(failpoint)
-    try:
+    with _api_commands_failing(mongo_client, ["insert"], skip=2, times=2):
         first = app.post("/v1/users/h0/reminders", json=body, headers=headers)
-    finally:
-        mongo_client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
     assert first.status_code == 503, first.text
     assert db[dbm.REMINDERS].count_documents({"userId": "h0"}) == 1  # written before the cut
     again = app.post("/v1/users/h0/reminders", json=body, headers=headers)
@@ -295,20 +296,8 @@ def test_a_post_whose_cut_could_not_be_recorded_is_finished_at_once_when_sent_ag
     _users(app, 1)
     body = {"category": "meal", "label": "cut twice", "at": "09:00"}
     headers = {"Idempotency-Key": "cut-unrecorded"}
-    failpoint = {
-        "configureFailPoint": "failCommand",
-        "mode": {"skip": 2, "times": 50},
-        "data": {
-            "failCommands": ["insert", "update"],
-            "closeConnection": True,
-            "appName": "tzpush",
-        },
-    }
-    mongo_client.admin.command(failpoint)
-    try:
+    with _api_commands_failing(mongo_client, ["insert", "update"], skip=2, times=50):
         first = app.post("/v1/users/h0/reminders", json=body, headers=headers)
-    finally:
-        mongo_client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
     assert first.status_code == 503, first.text
     again = app.post("/v1/users/h0/reminders", json=body, headers=headers)
     assert again.status_code == 201, again.text

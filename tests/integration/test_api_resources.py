@@ -11,7 +11,7 @@ import pytest
 from shared.clock import utcnow
 from shared.domain.messages import Status, terminal_update
 from shared.store import db as dbm
-from tests.integration.test_api_support import plan_window, prepare, utc
+from tests.integration.test_api_support import plan_window, prepare, soon_hhmm, utc
 
 TOKEN_A = "ExponentPushToken[device-a-token]"
 
@@ -28,12 +28,6 @@ def _user(app, uid, tz="Asia/Tashkent", **extra):
     r = app.put(f"/v1/users/{uid}", json={"timezone": tz, **extra})
     assert r.status_code == 200, r.text
     return r.json()
-
-
-def _soon_hhmm(tz: str, minutes: int = 90) -> str:
-    from zoneinfo import ZoneInfo
-
-    return (utcnow() + dt.timedelta(minutes=minutes)).astimezone(ZoneInfo(tz)).strftime("%H:%M")
 
 
 # -- users -----------------------------------------------------------------------------------
@@ -62,7 +56,7 @@ def test_login_logout_and_a_device_passed_between_users(app, api, db):
     _user(app, "alice")
     _user(app, "bob")
     plan_window(api, db)
-    hhmm = _soon_hhmm("Asia/Tashkent")
+    hhmm = soon_hhmm("Asia/Tashkent")
     login = app.put("/v1/users/alice/devices/phone-1", json={"token": TOKEN_A})
     assert login.status_code == 200 and login.json()["active"] is True
     r = app.put(
@@ -114,7 +108,7 @@ def test_put_with_a_client_id_is_idempotent_and_a_change_makes_a_new_version(app
     _user(app, "u1")
     plan_window(api, db)
     app.put("/v1/users/u1/devices/d1", json={"token": TOKEN_A})
-    hhmm = _soon_hhmm("Asia/Tashkent")
+    hhmm = soon_hhmm("Asia/Tashkent")
     body = {"category": "meal", "label": "lunch", "at": hhmm, "title": "Lunch", "data": {"k": 1}}
     first = app.put("/v1/users/u1/reminders/lunch-u1", json=body)
     assert first.status_code == 201
@@ -209,7 +203,7 @@ def test_last_occurrence_and_messages_history(app, api, db):
     _user(app, "u1", tz="UTC")
     plan_window(api, db)
     app.put("/v1/users/u1/devices/d1", json={"token": TOKEN_A})
-    hhmm = _soon_hhmm("UTC", minutes=120)
+    hhmm = soon_hhmm("UTC", minutes=120)
     app.put("/v1/users/u1/reminders/rem", json={"category": "meal", "label": "x", "at": hhmm})
     [pending] = list(db[dbm.MESSAGES].find({"reminderId": "rem"}))
     # Two past occurrences, as the consumer would have left them.
@@ -246,7 +240,7 @@ def test_delete_user_erases_and_keeps_anonymised_history(app, api, db):
     _user(app, "gone", tz="UTC", dailyCap=3)
     plan_window(api, db)
     app.put("/v1/users/gone/devices/d1", json={"token": TOKEN_A})
-    hhmm = _soon_hhmm("UTC", minutes=100)
+    hhmm = soon_hhmm("UTC", minutes=100)
     app.put("/v1/users/gone/reminders/g1", json={"category": "meal", "label": "x", "at": hhmm})
     [pending] = list(db[dbm.MESSAGES].find({"userId": "gone"}))
     done = {**pending, "_id": "old", "status": "success", "title": "private"}

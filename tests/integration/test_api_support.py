@@ -183,5 +183,14 @@ def plan_window(server: ApiServer, database: Database[Doc]) -> None:
         p.run_pass()
 
 
+def soon_hhmm(tz: str, minutes: int = 90) -> str:
+    """The local time of day in ``tz``, ``minutes`` from now (a reminder due soon)."""
+    from zoneinfo import ZoneInfo
+
+    from shared.clock import utcnow
+
+    return (utcnow() + dt.timedelta(minutes=minutes)).astimezone(ZoneInfo(tz)).strftime("%H:%M")
+
+
 def utc(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -7,6 +7,9 @@ Commands run through ``ops.cli.main`` with the settings in the environment, as a
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import shlex
 from collections.abc import Callable
 
 import pytest
@@ -202,8 +205,6 @@ def test_a_fake_expo_on_a_taken_port_gets_one_line_saying_what_to_do(tzpush: Run
 def test_messages_list_shows_a_users_messages_by_due_instant_with_whole_ids(
     tzpush: Run, world: World, monkeypatch: pytest.MonkeyPatch
 ):
-    import datetime as dt
-    import json
 
     t0 = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
     docs = [
@@ -243,7 +244,6 @@ def test_messages_list_shows_a_users_messages_by_due_instant_with_whole_ids(
 
 def _seed_crowd(world: World, uid: str) -> list[str]:
     """60 messages due at one instant (5 of them failed), one an hour later."""
-    import datetime as dt
 
     t0 = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
     docs = [
@@ -262,8 +262,6 @@ def _seed_crowd(world: World, uid: str) -> list[str]:
 
 
 def test_messages_list_leads_past_a_crowded_instant_keeping_its_options(tzpush: Run, world: World):
-    import json
-    import shlex
 
     ids = _seed_crowd(world, "p1")
     argv = ["messages", "list", "p1", "--limit", "25", "--json"]
@@ -293,7 +291,6 @@ def test_messages_list_refuses_in_one_line_and_prints_text_as_text(tzpush: Run, 
 
 
 def test_table_cells_show_control_characters_escaped_and_hints_quote_ids(tzpush: Run, world: World):
-    import datetime as dt
 
     due = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
     evil = "receipt error \x1b]0;owned\x07\x1b[2J\x1b[31m"
