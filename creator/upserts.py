@@ -481,6 +481,36 @@ def _apply_logins(
         todo.append((i, it, token))
     if not todo:
         return
+    # Inserted first: a new install (the usual login) is refused by neither unique index
+    # (one active registration per device id, one per token string) and needs no lookup. Only
+    # the logins refused look up what holds their device or token string: the same login sent
+    # again, or one that replaces another registration (2 lookups a batch saved for new
+    # installs; a login sent again pays the refused insert: docs/performance.md).
+    coll = m.db[dbm.TOKENS]
+    now = m.now
+    first = [
+        (i, it, token, tokens.new_registration(it.user_id, it.device, token, now))
+        for i, it, token in todo
+    ]
+    refused = _refused(coll, [doc for _, _, _, doc in first])
+    for k, (i, it, _, doc) in enumerate(first):
+        if k not in refused:
+            out[i] = Done(doc, "created")
+            to_plan.add(it.user_id)
+    rest = [(i, it, token) for k, (i, it, token, _) in enumerate(first) if k in refused]
+    if rest:
+        _replace_logins(m, rest, out, to_plan, later)
+
+
+def _replace_logins(
+    m: Manager,
+    todo: list[tuple[int, Login, str]],
+    out: list[Outcome | None],
+    to_plan: set[str],
+    later: list[tuple[int, Callable[..., Done], tuple[Any, ...]]],
+) -> None:
+    """Logins whose device id or token string an active registration holds: the same login
+    sent again (found, planned again), or one replacing the registration that holds it."""
     coll = m.db[dbm.TOKENS]
     devices = sorted({it.device for _, it, _ in todo})
     strings = sorted({t for _, _, t in todo})

@@ -279,3 +279,47 @@ def test_the_check_for_users_erased_meanwhile_reads_nothing_more_for_a_login(wor
     assert all(isinstance(o, upserts.Done) and o.change == "created" for o in out), out
     assert _W.seen[("insert", dbm.MESSAGES)] == 1
     assert _W.seen[("find", dbm.USERS, "_id")] == 3, dict(_W.seen)
+
+
+def test_logins_of_new_installs_look_nothing_up_and_the_others_still_find_what_they_replace(world):
+    """A login is inserted first: the unique indexes (one active registration per device id and
+    per token string) refuse only a login whose device or token string is held already, and only
+    those look up what holds them. A batch of new installs (the usual login) reads no
+    registration; in a batch with the other cases each still ends as a login alone would."""
+    m = world.manager()
+    world.planner().run_pass()
+    upserts.apply(m, _onboarding(6))  # u0..u5, each with device d<i>
+    held = {d["userId"]: d for d in world.db[dbm.TOKENS].find({"isActive": True, "userId": "u1"})}[
+        "u1"
+    ]
+    fresh = [upserts.Login(f"u{i}", f"new-{i}", f"ExponentPushToken[new{i}]") for i in range(6)]
+    with _W.recording():
+        out = upserts.register_tokens(m, fresh)
+    assert all(isinstance(o, upserts.Done) and o.change == "created" for o in out), out
+    looked = {k: n for k, n in _W.seen.items() if k[:2] == ("find", dbm.TOKENS)}
+    assert not looked, f"new installs looked registrations up: {looked}"
+
+    again = fresh[0]  # the same login sent again
+    passed = upserts.Login("u2", held["deviceId"], held["token"])  # u1's install, now u2's
+    moved = upserts.Login("u3", "new-3b", "ExponentPushToken[new3]")  # u3's token, new device id
+    rotated = upserts.Login("u4", "new-4", "ExponentPushToken[new4-rotated]")  # new token
+    new = upserts.Login("u5", "new-5b", "ExponentPushToken[new5b]")
+    out = upserts.register_tokens(m, [again, passed, moved, rotated, new])
+    assert [(type(o).__name__, getattr(o, "change", None)) for o in out] == [
+        ("Done", "unchanged"),
+        ("Done", "created"),
+        ("Done", "created"),
+        ("Done", "created"),
+        ("Done", "created"),
+    ], out
+    tokens = world.db[dbm.TOKENS]
+    old = tokens.find_one({"_id": held["_id"]})
+    assert old is not None and old["isActive"] is False and "replaced" in old["deactivationReason"]
+    for field in ("deviceId", "token"):
+        pairs = Counter(d[field] for d in tokens.find({"isActive": True}))
+        assert max(pairs.values()) == 1, pairs
+    active = {(d["userId"], d["deviceId"], d["token"]) for d in tokens.find({"isActive": True})}
+    assert ("u2", held["deviceId"], held["token"]) in active
+    assert ("u3", "new-3b", "ExponentPushToken[new3]") in active
+    assert ("u4", "new-4", "ExponentPushToken[new4-rotated]") in active
+    assert not any(d == "new-3" or t == "ExponentPushToken[new4]" for _, d, t in active)
