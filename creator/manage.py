@@ -275,11 +275,7 @@ class Manager:
         for attempt in range(max_attempts):
             now = self.now
             current = tokens.active_for(self.db, device, token)
-            mine = [
-                t
-                for t in current
-                if (t["userId"], t["deviceId"], t["token"]) == (user_id, device, token)
-            ]
+            mine = [t for t in current if tokens.same_login(t, user_id, device, token)]
             others = [t["_id"] for t in current if t not in mine]
             if others:
                 reason = f"{tokens.TOKEN_REPLACED} by a new login on the install"

@@ -521,12 +521,8 @@ def _replace_logins(
     replaced: list[str] = []
     new: list[tuple[int, Login, Doc]] = []
     for i, it, token in todo:
-        near = [d for d in current.values() if d["deviceId"] == it.device or d["token"] == token]
-        mine = [
-            d
-            for d in near
-            if (d["userId"], d["deviceId"], d["token"]) == (it.user_id, it.device, token)
-        ]
+        near = [d for d in current.values() if tokens.holds(d, it.device, token)]
+        mine = [d for d in near if tokens.same_login(d, it.user_id, it.device, token)]
         replaced += [d["_id"] for d in near if d not in mine]
         if mine:
             out[i] = Done(mine[0], "unchanged")

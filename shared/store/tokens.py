@@ -48,9 +48,22 @@ def deactivate(
         )
         if r.modified_count:
             off.append(t)
-    if off:
-        record_changes(database, {t["userId"] for t in off}, now)
+    # A registration written by hand without its user has no one to stamp.
+    users = {u for t in off if isinstance(u := t.get("userId"), str)}
+    if users:
+        record_changes(database, users, now)
     return off
+
+
+def holds(doc: Doc, device: str, token: str) -> bool:
+    """Whether a stored registration holds this device id or this token string."""
+    return doc.get("deviceId") == device or doc.get("token") == token
+
+
+def same_login(doc: Doc, user_id: str, device: str, token: str) -> bool:
+    """Whether a stored registration is this very login: its user, device id and token string.
+    One written by hand without one of them is not: it is another holder, replaced."""
+    return (doc.get("userId"), doc.get("deviceId"), doc.get("token")) == (user_id, device, token)
 
 
 def active_for(database: Database[Doc], device: str, token: str) -> list[Doc]:

@@ -318,3 +318,49 @@ def test_a_change_of_a_reminder_written_by_hand_without_a_field_is_refused_with_
         ApiManager(m.db, m.planner, m.settings).patch_reminder("hand", "hand-r", {"label": "L"})
     api = upserts.ReminderSpec(category="meal", label="x", at="12:30")  # a whole PUT is fine
     assert isinstance(upserts.put_reminder(m, "hand", "hand-r", api), upserts.Done)
+
+
+# -- logins --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("missing", ["token", "deviceId", "userId"])
+@pytest.mark.parametrize("single", [False, True], ids=["batch", "single"])
+def test_a_login_onto_a_registration_written_by_hand_without_a_field_replaces_it(
+    world: World, missing: str, single: bool
+) -> None:
+    """An active registration written by hand without its device id, token string or user holds
+    the install all the same: a login onto it deactivates it as any other holder, and neither
+    that login nor its batch-mates fail (a ``KeyError``, the batch a 500, the new install
+    before it written but never planned)."""
+    from creator import upserts
+
+    m = world.manager()
+    world.planner().run_pass()
+    soon = (utcnow() + dt.timedelta(hours=2)).strftime("%H:%M")
+    for uid in ("ann", "ben"):
+        m.upsert_user(uid, timezone="UTC")
+        m.add_reminder(uid, category="meal", label="lunch", at=soon, title="Lunch")
+    legacy = {
+        "_id": "legacy",
+        "userId": "old",
+        "deviceId": "shared-phone",
+        "token": "ExponentPushToken[legacy]",
+        "isActive": True,
+    }
+    del legacy[missing]
+    world.db[dbm.TOKENS].insert_one(legacy)
+    device = "shared-phone" if missing != "deviceId" else "other-phone"
+    token = "ExponentPushToken[legacy]" if missing != "token" else "ExponentPushToken[ann]"
+    onto = upserts.Login("ann", device, token)
+    if single:
+        out = [upserts.Done(m.register_token("ann", device=device, token=token), "created")]
+    else:
+        out = upserts.register_tokens(
+            m, [upserts.Login("ben", "ben-phone", "ExponentPushToken[b]"), onto]
+        )
+        assert isinstance(out[0], upserts.Done) and out[0].change == "created", out
+        ben = out[0].doc["_id"]
+        assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": ben}) == 1
+    mine = out[-1]
+    assert isinstance(mine, upserts.Done) and mine.change == "created", out
+    assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": mine.doc["_id"]}) == 1
+    old = world.db[dbm.TOKENS].find_one({"_id": "legacy"})
+    assert old is not None and old["isActive"] is False, old
