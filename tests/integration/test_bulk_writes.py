@@ -322,4 +322,9 @@ def test_logins_of_new_installs_look_nothing_up_and_the_others_still_find_what_t
     assert ("u2", held["deviceId"], held["token"]) in active
     assert ("u3", "new-3b", "ExponentPushToken[new3]") in active
     assert ("u4", "new-4", "ExponentPushToken[new4-rotated]") in active
+    assert ("u5", "new-5b", "ExponentPushToken[new5b]") in active
+    for o in out:  # every registration answered is the one stored, and planned
+        doc = o.doc  # type: ignore[union-attr]
+        assert tokens.find_one({"_id": doc["_id"], "isActive": True}) is not None, doc
+        assert world.db[dbm.MESSAGES].count_documents({"notificationTokenId": doc["_id"]}) >= 1
     assert not any(d == "new-3" or t == "ExponentPushToken[new4]" for _, d, t in active)
