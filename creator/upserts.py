@@ -182,7 +182,16 @@ def _put_once(
         return None
     record_changes(m.db, [user_id], m.now)
     m.planner.plan_users([user_id], reminders=[reminder_id])
-    stored = coll.find_one({"_id": reminder_id}) or {}
+    stored = coll.find_one({"_id": reminder_id})
+    # Erased since the write (the erasure removed the reminder), perhaps created again and the id
+    # put by the new person: nothing of this change is left to answer with (the planning ended
+    # what it inserted for them: ``Planner._drop_erased``).
+    if (
+        stored is None
+        or stored.get("userId") != user_id
+        or stored.get("createdAt") != existing.get("createdAt")
+    ):
+        raise erased_meanwhile(user_id)
     return Done(stored, "created" if revived else "changed")
 
 

@@ -246,9 +246,12 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
                 threads.append(threading.Thread(target=target, name=name, daemon=True))
                 threads[-1].start()
             title = f"tzpush demo: {len(reminder_ids)} reminders"
+            plain = None if live else PlainLog(console)
             with suppress(KeyboardInterrupt):  # Ctrl-C: the summary, then everything stops
-                _watch(database, fake, opts, live, console, title)
+                _watch(database, fake, opts, live, console, title, plain)
             snap = take(database, fake)
+            if plain is not None:  # what ended since the last look has its line too
+                plain.update(snap)
         except PyMongoError as exc:
             raise TransientError(
                 f"the demo's database went away ({_first_line(exc)}); was `tzpush services "
@@ -281,10 +284,11 @@ def _watch(
     live: bool,
     console: Console,
     title: str,
+    plain: PlainLog | None = None,
 ) -> None:
     """Poll every 0.5 s and show; return at the deadline or when everything has ended."""
     deadline = time.monotonic() + opts.duration if opts.duration else None
-    plain = PlainLog(console)
+    plain = plain or PlainLog(console)
 
     def done(snap: Snapshot) -> bool:
         if deadline is not None and time.monotonic() >= deadline:

@@ -640,3 +640,45 @@ def test_a_login_sent_again_for_a_user_erased_and_created_again_plans_nothing_fo
     pending = list(world.db[dbm.MESSAGES].find({"userId": "tash"}))
     assert pending and all(d["token"] == "ExponentPushToken[new-phone]" for d in pending), pending
     assert not list(world.db[dbm.MESSAGES].find({"token": "ExponentPushToken[tash]"}))
+
+
+@pytest.mark.parametrize("recreated", [False, True], ids=["erased", "erased-and-put-again"])
+@pytest.mark.parametrize("revive", [False, True], ids=["changed", "re-created"])
+def test_a_change_of_a_reminder_whose_user_is_erased_after_its_write_is_a_404(
+    world: World, monkeypatch: pytest.MonkeyPatch, recreated: bool, revive: bool
+) -> None:
+    """A PUT that changes (or brings back) a reminder writes the new version, plans it, then
+    reads it back for its answer. An erasure between the write and the read removed it: the
+    answer was an empty document (the API's route failed on it, a 500; a batch answered the
+    item "changed"). Erased, and the id put again by the user created again: the answer was
+    the new person's reminder. Both are a 404, and nothing of the change is left."""
+    from creator import upserts
+    from shared.errors import NotFoundError
+
+    _seed(world)
+    world.planner().run_pass()
+    rid = world.db[dbm.REMINDERS].find_one({"userId": "tash"})["_id"]
+    m, other = world.manager(), world.manager()
+    if revive:
+        m.remove_reminder(rid)
+    done: list[bool] = []
+
+    def erase() -> None:
+        if recreated:
+            _erase_and_create_again(other)
+            spec = upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
+            upserts.put_reminder(other, "tash", rid, spec)
+        else:
+            erase_user(other, "tash")
+
+    monkeypatch.setattr(m.planner, "plan_users", _before_first(erase, m.planner.plan_users, done))
+    spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon 2")
+    with pytest.raises(NotFoundError, match="erased while this change was applied"):
+        upserts.put_reminder(m, "tash", rid, spec)
+    assert done
+    assert not list(world.db[dbm.MESSAGES].find({"title": "Citramon 2", "status": "pending"}))
+    stored = world.db[dbm.REMINDERS].find_one({"_id": rid})
+    if recreated:
+        assert stored is not None and stored["title"] == "Lunch", stored
+    else:
+        assert stored is None
