@@ -495,20 +495,27 @@ def _apply_logins(
     # the logins refused look up what holds their device or token string: the same login sent
     # again, or one that replaces another registration (2 lookups a batch saved for new
     # installs; a login sent again pays the refused insert: docs/performance.md).
-    coll = m.db[dbm.TOKENS]
     now = m.now
-    first = [
-        (i, it, token, tokens.new_registration(it.user_id, it.device, token, now))
-        for i, it, token in todo
-    ]
-    refused = _refused(coll, [doc for _, _, _, doc in first])
-    for k, (i, it, _, doc) in enumerate(first):
-        if k not in refused:
+    first = [(i, it, tokens.new_registration(it.user_id, it.device, t, now)) for i, it, t in todo]
+    refused = _insert_logins(m, first, out, to_plan)
+    if refused:
+        _replace_logins(m, [(i, it, doc["token"]) for i, it, doc in refused], out, to_plan, later)
+
+
+def _insert_logins(
+    m: Manager, new: list[tuple[int, Login, Doc]], out: list[Outcome | None], to_plan: set[str]
+) -> list[tuple[int, Login, Doc]]:
+    """Insert the logins' new registrations (unordered): each stored is answered "created" and
+    its user planned; returns those the database refused (their device id or token string is
+    held, or was taken by a concurrent login)."""
+    if not new:
+        return []
+    lost = _refused(m.db[dbm.TOKENS], [doc for _, _, doc in new])
+    for k, (i, it, doc) in enumerate(new):
+        if k not in lost:
             out[i] = Done(doc, "created")
             to_plan.add(it.user_id)
-    rest = [(i, it, token) for k, (i, it, token, _) in enumerate(first) if k in refused]
-    if rest:
-        _replace_logins(m, rest, out, to_plan, later)
+    return [row for k, row in enumerate(new) if k in lost]
 
 
 def _replace_logins(
@@ -540,15 +547,10 @@ def _replace_logins(
     if replaced:
         reason = f"{tokens.TOKEN_REPLACED} by a new login on the install"
         tokens.deactivate(m.db, {"_id": {"$in": sorted(set(replaced))}}, reason, now)
-    if not new:
-        return
-    lost = _refused(coll, [doc for _, _, doc in new])  # a concurrent login took them
-    for k, (i, it, doc) in enumerate(new):
-        if k in lost:  # after the new users are in: the single call needs its user
-            later.append((i, _login, (m, it)))
-        else:
-            out[i] = Done(doc, "created")
-            to_plan.add(it.user_id)
+    # Refused again (a concurrent login took them): the single call, after the new users are
+    # in (it needs its user).
+    for i, it, _ in _insert_logins(m, new, out, to_plan):
+        later.append((i, _login, (m, it)))
 
 
 def _apply_reminders(
