@@ -246,11 +246,11 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
                 threads.append(threading.Thread(target=target, name=name, daemon=True))
                 threads[-1].start()
             title = f"tzpush demo: {len(reminder_ids)} reminders"
-            plain = None if live else PlainLog(console)
+            plain = PlainLog(console)
             with suppress(KeyboardInterrupt):  # Ctrl-C: the summary, then everything stops
                 _watch(database, fake, opts, live, console, title, plain)
             snap = take(database, fake)
-            if plain is not None:  # what ended since the last look has its line too
+            if not live:  # what ended since the last look has its line too
                 plain.update(snap)
         except PyMongoError as exc:
             raise TransientError(
@@ -284,11 +284,10 @@ def _watch(
     live: bool,
     console: Console,
     title: str,
-    plain: PlainLog | None = None,
+    plain: PlainLog,
 ) -> None:
     """Poll every 0.5 s and show; return at the deadline or when everything has ended."""
     deadline = time.monotonic() + opts.duration if opts.duration else None
-    plain = plain or PlainLog(console)
 
     def done(snap: Snapshot) -> bool:
         if deadline is not None and time.monotonic() >= deadline:
