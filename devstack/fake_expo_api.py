@@ -147,10 +147,11 @@ class FakeExpoApi:
             self._bucket = _Bucket(value)
 
     # -- the API -----------------------------------------------------------------------------
-    def _check_auth(self, authorization: str | None) -> Reply | None:
+    def check_auth(self, authorization: str | None) -> Reply | None:
+        """None when ``authorization`` is accepted, else the 401 reply (counted)."""
         if self.access_token is None or authorization == f"Bearer {self.access_token}":
             return None
-        self._count("http_errors:UNAUTHORIZED")
+        self.count("http_errors:UNAUTHORIZED")
         why = "missing" if not authorization else "invalid"
         return 401, error_body("UNAUTHORIZED", f"The bearer token is {why}.")
 
@@ -163,17 +164,19 @@ class FakeExpoApi:
         if not hit:
             return None
         if html:
-            self._count("http_errors:BAD_GATEWAY")
+            self.count("http_errors:BAD_GATEWAY")
             return 502, _BAD_GATEWAY_HTML
-        self._count("http_errors:INTERNAL_SERVER_ERROR")
+        self.count("http_errors:INTERNAL_SERVER_ERROR")
         return 500, error_body("INTERNAL_SERVER_ERROR", "An unknown error occurred (injected).")
 
-    def _count(self, key: str, n: int = 1) -> None:
+    def count(self, key: str, n: int = 1) -> None:
+        """Add ``n`` to the counter ``key`` of ``/_fake/stats``."""
         with self._lock:
             self._stats[key] += n
 
-    def _bad_request(self, code: str, message: str) -> Reply:
-        self._count(f"http_errors:{code}")
+    def bad_request(self, code: str, message: str) -> Reply:
+        """A 400 reply with Expo's error body for ``code`` (counted)."""
+        self.count(f"http_errors:{code}")
         return 400, error_body(code, message)
 
     def handle_send(self, payload: Any) -> Reply:
@@ -187,18 +190,18 @@ class FakeExpoApi:
             elif isinstance(to, list) and to and all(isinstance(t, str) for t in to):
                 recipients += len(to)
             else:
-                return self._bad_request(
+                return self.bad_request(
                     "VALIDATION_ERROR", f'"[{index}].to" is required and must be a string'
                 )
         if recipients > MAX_MESSAGES:
-            return self._bad_request(
+            return self.bad_request(
                 "PUSH_TOO_MANY_NOTIFICATIONS",
                 f"You are trying to send more than {MAX_MESSAGES} push notifications in one"
                 f" request ({recipients}).",
             )
         mixed = self._projects_of(messages)
         if mixed:
-            self._count("http_errors:PUSH_TOO_MANY_EXPERIENCE_IDS")
+            self.count("http_errors:PUSH_TOO_MANY_EXPERIENCE_IDS")
             return 400, {
                 "errors": [
                     {
@@ -330,9 +333,9 @@ class FakeExpoApi:
         """``POST /push/getReceipts``: receipts whose delay has passed; others are absent."""
         ids = payload.get("ids") if isinstance(payload, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            return self._bad_request("VALIDATION_ERROR", '"ids" must be an array of strings')
+            return self.bad_request("VALIDATION_ERROR", '"ids" must be an array of strings')
         if len(ids) > MAX_RECEIPT_IDS:
-            return self._bad_request(
+            return self.bad_request(
                 "PUSH_TOO_MANY_RECEIPTS",
                 f"You are trying to get more than {MAX_RECEIPT_IDS} push receipts in one request"
                 f" ({len(ids)}).",

@@ -15,16 +15,32 @@ import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from devstack.fake_expo_api import error_body
-
-if TYPE_CHECKING:  # the fake imports this module to serve itself
-    from devstack.fake_expo import FakeExpo
+from devstack.fake_expo_api import Reply, error_body
 
 SEND_PATH = "/--/api/v2/push/send"
 RECEIPTS_PATH = "/--/api/v2/push/getReceipts"
+
+
+class Served(Protocol):
+    """What the server asks of the fake it serves (``devstack.fake_expo.FakeExpo``): named
+    here, so that this module does not import the fake that imports it."""
+
+    verbose: bool
+    latency_ms: float
+
+    def count(self, key: str, n: int = 1) -> None: ...
+    def bad_request(self, code: str, message: str) -> Reply: ...
+    def check_auth(self, authorization: str | None) -> Reply | None: ...
+    def handle_send(self, payload: Any) -> Reply: ...
+    def handle_receipts(self, payload: Any) -> Reply: ...
+    def configure(self, **changes: Any) -> dict[str, Any]: ...
+    def pushes(self, since_ms: int | None = None) -> list[dict[str, Any]]: ...
+    def stats(self) -> dict[str, Any]: ...
+    def config(self) -> dict[str, Any]: ...
+    def clear(self) -> None: ...
 
 
 class FakeExpoServer(ThreadingHTTPServer):
@@ -32,7 +48,7 @@ class FakeExpoServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, address: tuple[str, int], handler: type, fake: FakeExpo) -> None:
+    def __init__(self, address: tuple[str, int], handler: type, fake: Served) -> None:
         self.fake = fake
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
@@ -87,12 +103,12 @@ class FakeExpoHandler(BaseHTTPRequestHandler):
             return None
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            self.server.fake._count("gzip_requests")
+            self.server.fake.count("gzip_requests")
             try:
                 raw = zlib.decompress(raw, wbits=31)  # gzip.decompress, without its Python loop
             except (OSError, EOFError, zlib.error):
                 fake = self.server.fake
-                self._reply(*fake._bad_request("VALIDATION_ERROR", "bad gzip body"))
+                self._reply(*fake.bad_request("VALIDATION_ERROR", "bad gzip body"))
                 return None
         return raw
 
@@ -103,17 +119,17 @@ class FakeExpoHandler(BaseHTTPRequestHandler):
         if raw is None:
             return
         if path in (SEND_PATH, RECEIPTS_PATH):
-            fake._count("requests")
+            fake.count("requests")
             if fake.latency_ms > 0:
                 time.sleep(fake.latency_ms / 1000)
-            denied = fake._check_auth(self.headers.get("Authorization"))
+            denied = fake.check_auth(self.headers.get("Authorization"))
             if denied:
                 self._reply(*denied)
                 return
             try:
                 payload = json.loads(raw)
             except ValueError:
-                self._reply(*fake._bad_request("VALIDATION_ERROR", "body is not valid JSON"))
+                self._reply(*fake.bad_request("VALIDATION_ERROR", "body is not valid JSON"))
                 return
             handler = fake.handle_send if path == SEND_PATH else fake.handle_receipts
             self._reply(*handler(payload))
