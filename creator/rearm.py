@@ -12,15 +12,14 @@ import datetime as dt
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from creator.context import PlanContext, Wired
 from creator.janitor import LOOKBACK
-from shared.domain.messages import Doc, Status
+from creator.wakeups import WakeupPublisher
+from shared.domain.messages import Doc
 from shared.domain.plan import WakeupStream
-from shared.store import db as dbm
-
-if TYPE_CHECKING:
-    from creator.planner import Planner
+from shared.store.pending import count_pending_due, guards_on, pending_due
 
 # A re-arm reads and arms this many pending messages at a time: its memory is bounded by this,
 # not by the number of pending messages.
@@ -48,7 +47,8 @@ class Rearmed:
 
 
 def rearm(
-    planner: Planner,
+    ctx: PlanContext,
+    publisher: WakeupPublisher,
     start: dt.datetime,
     end: dt.datetime,
     *,
@@ -74,62 +74,49 @@ def rearm(
     running consumer has sent the message or recorded the attempt. Anything else guarded is
     left to its holder, in ordinary wake-ups that skip it.
     """
-    c = planner.settings.creator
+    c = ctx.settings.creator
     chunk = REARM_CHUNK
-    now = planner.clock()
+    now = ctx.clock()
     kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": c.wakeup_window_seconds}
     plain = WakeupStream(planned_at=now, **kw)
     taking = WakeupStream(planned_at=now, takeover=True, **kw)
     out = Rearmed()
-    for a, b in _slices(planner, start, end):
-        cursor = (
-            planner.db[dbm.MESSAGES].find(_pending(a, b)).sort("scheduledAt", 1).batch_size(chunk)
-        )
+    for a, b in _slices(ctx, start, end):
+        cursor = pending_due(ctx.db, a, b, chunk)
         try:
             while docs := list(itertools.islice(cursor, chunk)):
                 out.messages += len(docs)
                 stopped: set[str] = set()
                 if take_over_stopped:
-                    stopped, held = _held_by_stopped(planner, docs)
+                    stopped, held = _held_by_stopped(ctx, docs)
                     out.taken_over += len(stopped)
                     out.held += held
                 wakeups = plain.add([d for d in docs if d["_id"] not in stopped])
                 wakeups += taking.add([d for d in docs if d["_id"] in stopped])
-                out.wakeups += len(planner._send_wakeups(wakeups, progress))
+                out.wakeups += len(publisher.send(wakeups, progress))
         finally:
             cursor.close()
-    out.wakeups += len(planner._send_wakeups(plain.close() + taking.close(), progress))
-    if out.wakeups and planner.broker is not None:
-        planner.broker.flush()
-    if planner.on_armed and out.wakeups:
-        planner.on_armed(out.wakeups)
+    out.wakeups += len(publisher.send(plain.close() + taking.close(), progress))
+    publisher.finish(out.wakeups)
     return out
 
 
-def count_pending(planner: Planner, start: dt.datetime, end: dt.datetime) -> int:
+def count_pending(source: Wired, start: dt.datetime, end: dt.datetime) -> int:
     """How many pending messages are due in ``[start, end)`` (a rebuild's progress total),
-    counted a slice at a time like the rebuild reads them."""
-    coll = planner.db[dbm.MESSAGES]
-    return sum(coll.count_documents(_pending(a, b)) for a, b in _slices(planner, start, end))
-
-
-def _pending(start: dt.datetime, end: dt.datetime) -> Doc:
-    return {
-        "status": Status.PENDING.value,
-        "isDeleted": False,
-        "scheduledAt": {"$gte": start, "$lt": end},
-    }
+    counted a slice at a time like the rebuild reads them. ``source``: a ``Planner`` or its
+    ``PlanContext``."""
+    return sum(count_pending_due(source.db, a, b) for a, b in _slices(source, start, end))
 
 
 def _slices(
-    planner: Planner, start: dt.datetime, end: dt.datetime
+    source: Wired, start: dt.datetime, end: dt.datetime
 ) -> Iterator[tuple[dt.datetime, dt.datetime]]:
     """``[start, end)`` in due order: ``REARM_SLICE`` at a time where pending messages can be
     (from the janitor's ``LOOKBACK`` before now to a slice past the horizon), and what lies
     outside that (normally nothing: older ones are not swept, later ones not planned) as one
     range on each side."""
-    now = planner.clock()
-    horizon = dt.timedelta(hours=planner.settings.creator.horizon_hours)
+    now = source.clock()
+    horizon = dt.timedelta(hours=source.settings.creator.horizon_hours)
     lo, hi = max(start, now - LOOKBACK), min(end, now + horizon + REARM_SLICE)
     if lo >= hi:
         yield start, end
@@ -144,14 +131,14 @@ def _slices(
         yield hi, end
 
 
-def _held_by_stopped(planner: Planner, docs: list[Doc]) -> tuple[set[str], int]:
+def _held_by_stopped(ctx: PlanContext, docs: list[Doc]) -> tuple[set[str], int]:
     """Ids of ``docs`` guarded by a consumer presumed stopped, and how many others are held.
 
     Only messages a consumer can hold are looked up: due before now + lead + wake-up window
     (a wake-up fires ``lead`` before its first due instant and spans one window).
     """
-    c = planner.settings.creator
-    now = planner.clock()
+    c = ctx.settings.creator
+    now = ctx.clock()
     reach = dt.timedelta(seconds=c.lead_seconds + c.wakeup_window_seconds)
     stale = now - reach - dt.timedelta(seconds=STOPPED_MARGIN_S)
     due = {d["_id"]: d["scheduledAt"] for d in docs if d["scheduledAt"] < now + reach}
@@ -159,7 +146,7 @@ def _held_by_stopped(planner: Planner, docs: list[Doc]) -> tuple[set[str], int]:
         return set(), 0
     stopped: set[str] = set()
     held = 0
-    for g in planner.db[dbm.SENDS].find({"_id": {"$in": sorted(due)}}, {"owner": 1, "at": 1}):
+    for g in guards_on(ctx.db, due):
         at = g.get("at")
         if isinstance(at, dt.datetime) and at <= stale and due[g["_id"]] <= stale:
             stopped.add(g["_id"])

@@ -11,7 +11,7 @@ what it inserted for them (``scrub_ids``): the erasure deletes the user before i
 planning inserts before its look, so one of the two sees the other. A pass that died before its
 look leaves it to the pass planning its window again, which sweeps every user of those
 partitions erased since (``scrub(planned_before=...)``)
-(``creator.planner.Planner._drop_erased``, ``_sweep_dead_window``).
+(``creator.repairs.Repairs.drop_erased``, ``sweep_dead_window``).
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def begin(
 
     ``inProgress.at`` keeps the earliest start among the passes that planned the window: a pass
     planning again a window a dead pass left looks for users erased since the dead one began
-    (``Planner._sweep_dead_window``)."""
+    (``Repairs.sweep_dead_window``)."""
     coll = database[dbm.PARTITIONS]
     mine = {"_id": pid, "owner": owner}
     try:
@@ -156,7 +156,7 @@ def reopen(
     """Mark the window ``[start, end)`` of these users' partitions to be planned again by their
     next pass, whoever holds them: what a change planned there could not be armed (the broker
     away). The pass finds those messages by their ids and arms them as found
-    (``Planner._run_partitions``); a window already marked is widened, never narrowed."""
+    (``PartitionPass._run_partitions``); a window already marked is widened, never narrowed."""
     coll = database[dbm.PARTITIONS]
     pids = {partition_id(p, partitions) for p in _partitions_of(user_ids, partitions).values()}
     for pid in sorted(pids):

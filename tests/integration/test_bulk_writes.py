@@ -186,14 +186,14 @@ def test_a_login_arms_only_its_own_devices_messages(world):
     m.add_reminder("ivy", category="meal", label="lunch", at="12:30")
     m.add_reminder("ivy", category="medication", label="pill", at="18:05")
     armed: list[str] = []
-    real = m.planner._publish
+    real = m.planner.wakeups.arm
 
     def publish(docs: Any, **kw: Any) -> Any:
         docs = list(docs)
         armed.extend(d["notificationTokenId"] for d in docs)
         return real(docs, **kw)
 
-    m.planner._publish = publish  # type: ignore[method-assign]
+    m.planner.wakeups.arm = publish  # type: ignore[method-assign]
     new = m.register_token("ivy", device="new-phone", token="ExponentPushToken[ivy-new]")
     assert armed and set(armed) == {new["_id"]}, armed
     out = upserts.register_tokens(m, [upserts.Login("ivy", "tab", "ExponentPushToken[ivy-tab]")])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from creator.partition_pass import PartitionPass
 from creator.planner import PassReport, Planner
 from shared.broker import Frame, StompClient
 from shared.domain.plan import Doc
@@ -167,6 +168,10 @@ class Crash(Exception):
 
 class CrashingPlanner(Planner):
     """A pass killed between its inserts and its arming."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.wakeups.send = self._send_wakeups  # type: ignore[method-assign]
 
     def _send_wakeups(self, wakeups, progress):  # type: ignore[no-untyped-def]
         if wakeups:
@@ -683,7 +688,7 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
     """The pass reads a few users at a time (bucket ranges), inserts each chunk before it
     arms anything, and arms exactly the wake-ups of grouping the whole window at once: every
     planned message in exactly one wake-up, none part-full because of the chunks."""
-    import creator.planner as planner_mod
+    import creator.partition_pass as planner_mod
     from shared.domain.plan import group_wakeups
 
     m = world.manager()
@@ -698,7 +703,7 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
     events: list[tuple[str, int]] = []
     chunks: list[tuple[int, int]] = []
     wakeups: list[WakeUp] = []
-    insert, send, read = planner._insert, planner._send_wakeups, planner._read_chunk
+    insert, send, read = planner.inserter.insert, planner.wakeups.send, planner.passes.read_chunk
 
     def spy_read(lo: int, hi: int) -> Any:
         chunks.append((lo, hi))
@@ -713,9 +718,9 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
         wakeups.extend(ws)
         return send(ws, progress)
 
-    monkeypatch.setattr(planner, "_read_chunk", spy_read)
-    monkeypatch.setattr(planner, "_insert", spy_insert)
-    monkeypatch.setattr(planner, "_send_wakeups", spy_send)
+    monkeypatch.setattr(planner.passes, "read_chunk", spy_read)
+    monkeypatch.setattr(planner.inserter, "insert", spy_insert)
+    monkeypatch.setattr(planner.wakeups, "send", spy_send)
     report = planner.run_pass()
 
     assert report.planned == report.inserted == 90
@@ -752,22 +757,22 @@ def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurre
     # Seeded long ago: the change log holds none of them (it keeps a change for a while).
     world.db[dbm.CHANGES].delete_many({})
     read, go, inserted = threading.Event(), threading.Event(), threading.Event()
-    real_read, real_insert = Planner._read_chunk, Planner._insert_piece
+    real_read, real_insert = PartitionPass.read_chunk, PartitionPass.insert_piece
 
-    def read_then_wait(self: Planner, lo: int, hi: int) -> Any:
+    def read_then_wait(self: PartitionPass, lo: int, hi: int) -> Any:
         out = real_read(self, lo, hi)
         read.set()
         assert go.wait(20)
         return out
 
-    def insert_then_tell(self: Planner, *a: Any) -> Any:
+    def insert_then_tell(self: PartitionPass, *a: Any) -> Any:
         try:
             return real_insert(self, *a)
         finally:
             inserted.set()
 
-    monkeypatch.setattr(Planner, "_read_chunk", read_then_wait)
-    monkeypatch.setattr(Planner, "_insert_piece", insert_then_tell)
+    monkeypatch.setattr(PartitionPass, "read_chunk", read_then_wait)
+    monkeypatch.setattr(PartitionPass, "insert_piece", insert_then_tell)
     m = world.manager()
 
     def then_let_the_pass_insert(real: Any) -> Any:

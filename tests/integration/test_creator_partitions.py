@@ -69,13 +69,13 @@ def creator(world: World, name: str, clock: Clock) -> tuple[Planner, list[WakeUp
     planner = Planner(world.db, world.broker(), s, clock=clock, membership=membership)
     planner.keep_leases = True
     armed: list[WakeUp] = []
-    send = planner._send_wakeups
+    send = planner.wakeups.send
 
     def recording(ws: list[WakeUp], progress: Any) -> list[WakeUp]:
         armed.extend(ws)
         return send(ws, progress)
 
-    planner._send_wakeups = recording  # type: ignore[method-assign]
+    planner.wakeups.send = recording  # type: ignore[method-assign]
     return planner, armed
 
 
@@ -121,7 +121,7 @@ def test_a_killed_creators_partitions_are_finished_by_the_other_within_one_lease
         pass
 
     calls = 0
-    insert = a._insert
+    insert = a.inserter.insert
 
     def dies_after_first_insert(docs: list[Any], report: PassReport, *rest: Any) -> list[Any]:
         nonlocal calls
@@ -130,12 +130,12 @@ def test_a_killed_creators_partitions_are_finished_by_the_other_within_one_lease
             raise Killed("kill -9 between two inserts")
         return insert(docs, report, *rest)
 
-    import creator.planner as planner_mod
+    import creator.partition_pass as planner_mod
 
     old_chunk = planner_mod.INSERT_CHUNK
     planner_mod.INSERT_CHUNK = 10  # several inserts per pass, so it dies in the middle
     try:
-        a._insert = dies_after_first_insert  # type: ignore[method-assign]
+        a.inserter.insert = dies_after_first_insert  # type: ignore[method-assign]
         with pytest.raises(Killed):
             a.run_pass()
         rb = b.run_pass()  # A's leases still run: B plans its own share only

@@ -43,7 +43,7 @@ def test_a_reminder_removed_during_a_long_pass_is_never_sent(world: World) -> No
 
     calls = itertools.count()
     planner = world.planner(clock=lambda: read_at if next(calls) == 0 else armed_at)
-    insert = planner._insert
+    insert = planner.inserter.insert
 
     def insert_after_removal(
         docs: list[dict[str, Any]], report: Any, *rest: Any
@@ -53,13 +53,13 @@ def test_a_reminder_removed_during_a_long_pass_is_never_sent(world: World) -> No
             m.remove_reminder(rids["gone"])  # read before, inserted after: the race
         return insert(docs, report, *rest)
 
-    planner._insert = insert_after_removal  # type: ignore[method-assign]
+    planner.inserter.insert = insert_after_removal  # type: ignore[method-assign]
     report = planner.run_pass()
     assert report.inserted == 2 and report.wakeups >= 1
 
     msgs = {d["userId"]: d["_id"] for d in world.db[dbm.MESSAGES].find()}
     # Inserted after the removal, and ended by the pass itself once it saw the change in the
-    # log after its insert (``Planner._replan_changed``); before, the consumer cancelled it.
+    # log after its insert (``Repairs.replan_changed``); before, the consumer cancelled it.
     assert world.statuses()[msgs["gone"]] == "cancelled"
     rc = world.start_consumer(burst=True)
     wait_for(lambda: world.all_terminal(list(msgs.values())), 30, what="both terminal")

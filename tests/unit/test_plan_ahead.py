@@ -1,4 +1,4 @@
-"""The planner's read-ahead (creator.planner._ahead): order, errors, early stop."""
+"""The planner's read-ahead (creator.stream.ahead): order, errors, early stop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from creator.planner import _ahead
+from creator.stream import ahead
 
 
 def test_items_come_in_order_and_the_producer_runs_ahead_at_most_depth() -> None:
@@ -20,7 +20,7 @@ def test_items_come_in_order_and_the_producer_runs_ahead_at_most_depth() -> None
             yield i
 
     got = []
-    for x in _ahead(items(), 2):
+    for x in ahead(items(), 2):
         time.sleep(0.02)
         # made: what was taken (x + 1), up to 2 queued, one held by the blocked producer
         assert len(made) <= x + 1 + 2 + 1
@@ -34,7 +34,7 @@ def test_the_producers_exception_is_raised_in_the_consumer() -> None:
         raise ValueError("bad chunk")
 
     with pytest.raises(ValueError, match="bad chunk"):
-        list(_ahead(items(), 3))
+        list(ahead(items(), 3))
 
 
 def test_a_consumer_that_stops_early_stops_the_producer() -> None:
@@ -45,7 +45,7 @@ def test_a_consumer_that_stops_early_stops_the_producer() -> None:
             i += 1
 
     before = threading.active_count()
-    for x in _ahead(items(), 2):
+    for x in ahead(items(), 2):
         if x == 3:
             break
     assert threading.active_count() == before  # joined, not left running
@@ -53,4 +53,4 @@ def test_a_consumer_that_stops_early_stops_the_producer() -> None:
 
 def test_a_depth_below_one_is_refused_not_unbounded() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        next(_ahead(iter([1, 2]), 0))
+        next(ahead(iter([1, 2]), 0))
