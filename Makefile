@@ -93,6 +93,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m tools.import_cycles
 
 fmt: venv
 	$(VENV)/bin/ruff format .

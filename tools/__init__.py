@@ -1,0 +1,1 @@
+"""Checks run by ``make lint`` that no linter ships (not part of the product)."""
