@@ -45,6 +45,7 @@ from shared.store import db as dbm
 from shared.store import guards, replays
 from shared.store.journal import merge_journal
 from shared.store.messages import end
+from shared.store.pending import end_messages, pending_fields
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +117,12 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     margin = dt.timedelta(seconds=margin_s)
     now_ms = int(now.timestamp() * 1000)
     oldest_grace = dt.timedelta(seconds=min(graces.values(), default=0))
-    cursor = database[dbm.MESSAGES].find(
-        {
-            "status": Status.PENDING.value,
-            "isDeleted": False,
-            # A lower bound keeps the index range bounded (an open range scanned the index).
-            "scheduledAt": {"$gte": now - LOOKBACK, "$lt": now - oldest_grace - margin},
-        },
-        {"category": 1, "scheduledAt": 1, "plannedAt": 1},
+    # A lower bound keeps the index range bounded (an open range scanned the index).
+    cursor = pending_fields(
+        database,
+        now - LOOKBACK,
+        now - oldest_grace - margin,
+        ("category", "scheduledAt", "plannedAt"),
     )
     problems: dict[str, str] = {}  # id -> what is wrong with the document
     overdue: list[Doc] = []
@@ -180,6 +179,6 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
                     ),
                 )
         ops.append(end(d["_id"], status, reason, now, lateness_ms=late * 1000))
-    res = database[dbm.MESSAGES].bulk_write(ops, ordered=False)
-    log.info("janitor: %d overdue messages ended", res.modified_count)
-    return res.modified_count
+    ended = end_messages(database, ops)
+    log.info("janitor: %d overdue messages ended", ended)
+    return ended

@@ -27,6 +27,7 @@ from shared.domain.plan import bucket_of, partition_of
 from shared.store import erasure, planning
 from shared.store.intent import changed_users, erased_since
 from shared.store.messages import end as end_message
+from shared.store.pending import end_messages
 
 log = logging.getLogger("creator.planner")
 
@@ -60,7 +61,7 @@ class Repairs:
         now = self.ctx.clock()
         gone = {d["reminderId"]: intent.reminder_gone(current.get(d["reminderId"])) for d in stale}
         why = {rid: reason or intent.REMINDER_CHANGED for rid, reason in gone.items()}
-        planning.end_messages(
+        end_messages(
             self.ctx.db,
             [end_message(d["_id"], Status.CANCELLED, why[d["reminderId"]], now) for d in stale],
         )
@@ -179,7 +180,7 @@ class Repairs:
                 reason = intent.token_off(off[tid])
                 ends.append(end_message(d["_id"], Status.CANCELLED, reason, at))
             if ends:
-                planning.end_messages(self.ctx.db, ends)
+                end_messages(self.ctx.db, ends)
                 log.info(
                     "%d messages of a dead pass for registrations gone since: cancelled", len(ends)
                 )

@@ -51,11 +51,14 @@ def open_planner(settings: Settings, *, broker: bool = True) -> Iterator[Planner
 
 @contextlib.contextmanager
 def open_manager(settings: Settings) -> Iterator[Manager]:
+    """A ``Manager`` on a connected planner (``open_planner``); closes its connections on exit."""
     with open_planner(settings) as planner:
         yield Manager(planner.db, planner, settings)
 
 
 def health(planner: Planner) -> dict[str, str | None]:
+    """The creator's ``/healthz`` checks: ``database`` and ``broker``, each None when fine, else
+    what is wrong."""
     out: dict[str, str | None] = {"database": None, "broker": None}
     try:
         planner.db.client.admin.command("ping")

@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from pymongo import UpdateOne
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
@@ -116,12 +115,6 @@ def existing_ids(database: Database[Doc], ids: Collection[str]) -> set[str]:
     """Which of these message ids exist."""
     flt = {"_id": {"$in": sorted(ids)}}
     return {d["_id"] for d in database[dbm.MESSAGES].find(flt, {"_id": 1})}
-
-
-def end_messages(database: Database[Doc], ends: Sequence[UpdateOne]) -> None:
-    """Apply terminal writes (``shared.store.messages.end``), unordered."""
-    if ends:
-        database[dbm.MESSAGES].bulk_write(list(ends), ordered=False)
 
 
 def planned_in_window(
