@@ -84,13 +84,17 @@ class Planner:
     ) -> None:
         c = settings.creator
         self.ctx = PlanContext(database, broker, settings, clock)
-        self.membership = membership or Membership(database, c.partitions, c.lease_seconds)
         self.wakeups = WakeupPublisher(self.ctx)
         self.inserter = Inserter(self.ctx)
         self.repairs = Repairs(self.ctx)
         self.users = UserPlanner(self.ctx, self.wakeups, self.inserter, self.repairs)
         self.passes = PartitionPass(
-            self.ctx, self.membership, self.wakeups, self.inserter, self.repairs, self.users
+            self.ctx,
+            membership or Membership(database, c.partitions, c.lease_seconds),
+            self.wakeups,
+            self.inserter,
+            self.repairs,
+            self.users,
         )
 
     # -- what every piece shares: read from, and written to, the context or the pass ----------
@@ -99,6 +103,7 @@ class Planner:
     settings: _Shared[Settings] = _Shared("ctx")
     clock: _Shared[Clock] = _Shared("ctx")
     on_armed: _Shared[Callable[[int], None] | None] = _Shared("ctx")
+    membership: _Shared[Membership] = _Shared("passes")
     keep_leases: _Shared[bool] = _Shared("passes")
     spool_dir: _Shared[str | None] = _Shared("passes")
 
