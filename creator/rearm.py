@@ -32,7 +32,7 @@ REARM_CHUNK = 5000
 REARM_SLICE = dt.timedelta(hours=1)
 # A consumer holds a guard from the lead time before a due instant until it sends; past this
 # margin after both its guard and the due instant (plus lead and wake-up window), a guard on a
-# message still pending is presumed left by a consumer that stopped (see Planner.rearm).
+# message still pending is presumed left by a consumer that stopped (see ``rearm``).
 STOPPED_MARGIN_S = 60.0
 
 
