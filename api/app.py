@@ -97,12 +97,21 @@ def create_app(backend: Backend) -> FastAPI:
         title="tzpush",
         version=VERSION,
         description=DESCRIPTION,
-        docs_url="/docs",
-        redoc_url="/redoc",
+        docs_url=None,  # api.docs_ui serves /docs from this origin only
+        redoc_url=None,
         openapi_url="/openapi.json",
     )
     app.state.backend = backend
-    from api import routes_batch, routes_messages, routes_ops, routes_reminders, routes_users
+    from api import (
+        docs_ui,
+        routes_batch,
+        routes_messages,
+        routes_ops,
+        routes_reminders,
+        routes_users,
+    )
+
+    docs_ui.install(app, title="tzpush", openapi_url="/openapi.json")
 
     for module in (routes_users, routes_reminders, routes_messages, routes_batch, routes_ops):
         app.include_router(module.router)
