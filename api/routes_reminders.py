@@ -187,5 +187,5 @@ def list_reminders(
     last = last_occurrences(b.db, user_id, docs, now)
     items = [reminder_out(d, user, now, last.get(d["_id"])) for d in docs]
     cursor = pages.encode("reminders", [docs[-1]["_id"]]) if more else None
-    link = pages.next_link(request.url.path, {"limit": limit}, cursor)
+    link = pages.next_link(request, {"limit": limit}, cursor)
     return ReminderPage(items=items, next=link)
