@@ -23,6 +23,7 @@ from api import checks, idempotency, problems
 from api.coalesce import Coalescer
 from api.deps import Backend
 from api.idempotency import IdempotencyStore
+from api.key_gate import KeyGate
 from api.keys import KeyRing
 from api.limits import RateLimiter
 from api.manage import ApiManager
@@ -126,6 +127,7 @@ def create_app(backend: Backend) -> FastAPI:
     # Added last = outermost: metrics see every answer, CatchAll catches whatever is left.
     app.add_middleware(RequestRules, categories=tuple(backend.settings.categories))
     app.add_middleware(problems.BodyLimit, limit=backend.settings.api.max_body_bytes)
+    app.add_middleware(KeyGate, keys=backend.keys)  # before any rule that reads the body
     app.add_middleware(RequestMetrics)
     app.add_middleware(problems.CatchAll)
     _document_problems(app)
