@@ -100,7 +100,7 @@ def post_reminder(
     store: IdempotencyStore = b.idempotency
     record = store.record_id(caller.name, f"POST {user_id}/reminders", check_key(idempotency_key))
     body_hash = fingerprint(body.model_dump(mode="json", by_alias=True))
-    claim = store.begin(record, body_hash, new_reminder_id())
+    claim = store.begin(record, body_hash, new_reminder_id(), user_id=user_id)
     if isinstance(claim, Stored):
         return JSONResponse(
             claim.body, status_code=claim.status, headers={"Idempotent-Replayed": "true"}
