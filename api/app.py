@@ -28,6 +28,7 @@ from api.keys import KeyRing
 from api.limits import RateLimiter
 from api.manage import ApiManager
 from api.models import ApiModel
+from api.probes import DatabaseProbe
 from api.problems import InvalidField, Problem
 from creator import upserts
 from shared.errors import TzpushError
@@ -103,6 +104,7 @@ def create_app(backend: Backend) -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.state.backend = backend
+    app.state.db_probe = DatabaseProbe(lambda: backend.db.client)
     from api import (
         docs_ui,
         routes_batch,
