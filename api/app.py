@@ -23,10 +23,12 @@ from api import checks, idempotency, problems
 from api.coalesce import Coalescer
 from api.deps import Backend
 from api.idempotency import IdempotencyStore
+from api.key_gate import KeyGate
 from api.keys import KeyRing
 from api.limits import RateLimiter
 from api.manage import ApiManager
 from api.models import ApiModel
+from api.probes import DatabaseProbe
 from api.problems import InvalidField, Problem
 from creator import upserts
 from shared.errors import TzpushError
@@ -97,12 +99,22 @@ def create_app(backend: Backend) -> FastAPI:
         title="tzpush",
         version=VERSION,
         description=DESCRIPTION,
-        docs_url="/docs",
-        redoc_url="/redoc",
+        docs_url=None,  # api.docs_ui serves /docs from this origin only
+        redoc_url=None,
         openapi_url="/openapi.json",
     )
     app.state.backend = backend
-    from api import routes_batch, routes_messages, routes_ops, routes_reminders, routes_users
+    app.state.db_probe = DatabaseProbe(lambda: backend.db.client)
+    from api import (
+        docs_ui,
+        routes_batch,
+        routes_messages,
+        routes_ops,
+        routes_reminders,
+        routes_users,
+    )
+
+    docs_ui.install(app, title="tzpush", openapi_url="/openapi.json")
 
     for module in (routes_users, routes_reminders, routes_messages, routes_batch, routes_ops):
         app.include_router(module.router)
@@ -117,6 +129,7 @@ def create_app(backend: Backend) -> FastAPI:
     # Added last = outermost: metrics see every answer, CatchAll catches whatever is left.
     app.add_middleware(RequestRules, categories=tuple(backend.settings.categories))
     app.add_middleware(problems.BodyLimit, limit=backend.settings.api.max_body_bytes)
+    app.add_middleware(KeyGate, keys=backend.keys)  # before any rule that reads the body
     app.add_middleware(RequestMetrics)
     app.add_middleware(problems.CatchAll)
     _document_problems(app)

@@ -39,7 +39,7 @@ from shared.domain.messages import Doc
 from shared.errors import TzpushError
 from shared.store import db as dbm
 
-COLLECTION = "api_idempotency"
+COLLECTION = dbm.IDEMPOTENCY
 TTL = dt.timedelta(hours=24)
 STALE_CLAIM = dt.timedelta(seconds=60)
 LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)  # a cut claim: stale for any process
@@ -108,9 +108,12 @@ class IdempotencyStore:
     def record_id(principal: str, route: str, key: str) -> str:
         return fingerprint(principal, route, key)
 
-    def begin(self, record_id: str, request_hash: str, fresh_id: str) -> Stored | Claim:
+    def begin(
+        self, record_id: str, request_hash: str, fresh_id: str, *, user_id: str | None = None
+    ) -> Stored | Claim:
         """Claim the key for a request that creates ``fresh_id`` (or the id an earlier attempt
-        of the same request was creating), or the stored answer of the same request."""
+        of the same request was creating), or the stored answer of the same request.
+        ``user_id``: whose resource it is; the user's erasure removes the record with them."""
         for _ in range(3):
             now = self._now()
             attempt = uuid.uuid4().hex
@@ -119,6 +122,7 @@ class IdempotencyStore:
                     {
                         "_id": record_id,
                         "hash": request_hash,
+                        "userId": user_id,
                         "state": "running",
                         "resourceId": fresh_id,
                         "createdAt": now,

@@ -2,8 +2,9 @@
 
 A cursor is the list's kind and the sort key of the last item of a page, as URL-safe base64
 of compact JSON, so a page never skips or repeats an item when items are added or removed
-meanwhile (an offset would). A cursor that does not decode, or that another list gave out, is
-refused (422, naming ``after``).
+meanwhile (an offset would). A cursor is a position, not a credential (the key's scope guards
+what a list shows): one made by hand for this list is served from that position; one that does
+not decode, or that names another list, is refused (422, naming ``after``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import base64
 import binascii
 import json
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
+
+from starlette.requests import Request
 
 from api.problems import field_error, invalid
 
@@ -49,10 +52,14 @@ def decode(cursor: str | None, kind: str, shape: tuple[type, ...]) -> list[Any] 
     return key[1:]
 
 
-def next_link(path: str, params: dict[str, Any], cursor: str | None) -> str | None:
-    """The URL (path and query) of the next page, or None on the last page."""
+def next_link(request: Request, params: dict[str, Any], cursor: str | None) -> str | None:
+    """The URL (path and query) of the next page, or None on the last page. The path is the
+    request's as it was sent (still percent-encoded), so an id holding ``%41`` or ``%2F``
+    names the same resource when the link is followed."""
     if cursor is None:
         return None
     query = {k: v for k, v in params.items() if v is not None}
     query["after"] = cursor
+    raw = request.scope.get("raw_path")
+    path = raw.decode("ascii", "replace") if isinstance(raw, bytes) else quote(request.url.path)
     return f"{path}?{urlencode(query)}"

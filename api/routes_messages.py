@@ -83,7 +83,7 @@ def list_messages(
     params = {"status": status, "since": since, "until": until, "limit": page.limit}
     return MessagePage(
         items=[message_out(d, devices) for d in docs],
-        next=pages.next_link(request.url.path, params, cursor),
+        next=pages.next_link(request, params, cursor),
     )
 
 

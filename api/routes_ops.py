@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from api import checks
 from api.deps import BackendDep, OpsCaller
 from api.models import Health, ReplayedMessage, ReplayIn, ReplayOut
+from api.probes import DatabaseProbe
 from api.problems import MEDIA_TYPE, field_error, invalid, problem_response, problem_responses
 from shared.domain.messages import Status
 from shared.errors import InputError
@@ -98,8 +99,9 @@ def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller) -> ReplayOut:
     return ReplayOut(dry_run=body.dry_run, selected=len(docs), messages=listed, counts=counts)
 
 
+# The probes are ``async``: they never wait for a thread of the work pool (``api.probes``).
 @router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
-def healthz() -> Health:
+async def healthz() -> Health:
     return Health(ok=True)
 
 
@@ -114,12 +116,12 @@ def healthz() -> Health:
         }
     },
 )
-def readyz(b: BackendDep) -> Any:
+async def readyz(b: BackendDep, request: Request) -> Any:
     problems: dict[str, str] = {}
-    try:
-        b.db.client.admin.command("ping")
-    except Exception as exc:  # any failure to ping means not ready; said, not raised
-        problems["database"] = f"unreachable: {type(exc).__name__}"
+    probe: DatabaseProbe = request.app.state.db_probe
+    database = await probe.problem()
+    if database is not None:
+        problems["database"] = database
     broker = b.manager.planner.broker
     if broker is None or not broker.connected:
         problems["broker"] = "not connected"

@@ -100,7 +100,7 @@ def post_reminder(
     store: IdempotencyStore = b.idempotency
     record = store.record_id(caller.name, f"POST {user_id}/reminders", check_key(idempotency_key))
     body_hash = fingerprint(body.model_dump(mode="json", by_alias=True))
-    claim = store.begin(record, body_hash, new_reminder_id())
+    claim = store.begin(record, body_hash, new_reminder_id(), user_id=user_id)
     if isinstance(claim, Stored):
         return JSONResponse(
             claim.body, status_code=claim.status, headers={"Idempotent-Replayed": "true"}
@@ -187,5 +187,5 @@ def list_reminders(
     last = last_occurrences(b.db, user_id, docs, now)
     items = [reminder_out(d, user, now, last.get(d["_id"])) for d in docs]
     cursor = pages.encode("reminders", [docs[-1]["_id"]]) if more else None
-    link = pages.next_link(request.url.path, {"limit": limit}, cursor)
+    link = pages.next_link(request, {"limit": limit}, cursor)
     return ReminderPage(items=items, next=link)

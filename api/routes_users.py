@@ -106,5 +106,5 @@ def list_devices(
     more = len(docs) > page.limit
     docs = docs[: page.limit]
     cursor = pages.encode("devices", [str(docs[-1]["_id"])]) if more else None
-    link = pages.next_link(request.url.path, {"limit": page.limit}, cursor)
+    link = pages.next_link(request, {"limit": page.limit}, cursor)
     return DevicePage(items=[device_out(d) for d in docs], next=link)

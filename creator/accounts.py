@@ -44,8 +44,11 @@ def erase_user(m: Manager, user_id: str) -> Erased:
     change log (consumers recheck in full: "user no longer exists"), delete the user,
     deactivate then delete their device registrations, delete their reminders, end their
     pending and missed messages ``cancelled`` "user erased" (nothing pending stays, nothing
-    missed can be replayed), delete their daily-cap counters. Message history is kept for
-    the figures (counts by status and category, lateness) but anonymised: the user id
+    missed can be replayed), delete their daily-cap counters and their Idempotency-Key records
+    (stored answers with their texts). The change log keeps the bare user id with its erasure
+    stamp for a week (``shared.store.db.ERASED_KEPT_S``), for what read the user before.
+    Message history is kept for the figures (counts by status and category, lateness) but
+    anonymised: the user id
     becomes a random ``erased-...`` id (one per erasure, unlinkable), and the push's text,
     data, label, token and zone are removed. A push that was already leaving for Expo at
     that instant may still arrive.
@@ -59,6 +62,7 @@ def erase_user(m: Manager, user_id: str) -> Erased:
     removed = m.db[dbm.REMINDERS].delete_many({"userId": user_id}).deleted_count
     cancelled, history, pseudonym = erasure.scrub(m.db, user_id, now)
     erase_counters(m.db, user_id)
+    erasure.forget_requests(m.db, user_id)
     log.info(
         "user erased: %d pending cancelled, %d tokens off, %d reminders, %d messages kept "
         "anonymised",

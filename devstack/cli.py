@@ -105,10 +105,10 @@ def _cmd_restart(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from devstack.stack import LocalStack
+    from shared import terminal
 
     stack = LocalStack.from_settings(settings)
     table = Table(title=f"tzpush local stack ({stack.state_dir})")
@@ -119,7 +119,7 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         colour = "green" if row.state == "running" else "yellow"
         pid = str(row.pid) if row.pid else "-"
         table.add_row(row.name, pid, f"{row.host}:{row.port}", f"[{colour}]{row.state}[/]")
-    Console().print(table)
+    terminal.console().print(table)
     return 0 if all(r.state == "running" for r in rows) else 3
 
 

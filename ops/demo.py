@@ -39,6 +39,7 @@ from devstack.install import ensure_installed
 from devstack.stack import LocalStack
 from ops.demo_api import show_api, start_api
 from ops.demo_view import PlainLog, Snapshot, render, take
+from shared import terminal
 from shared.domain.messages import Status
 from shared.errors import TransientError, TzpushError
 from shared.settings import Settings
@@ -164,7 +165,7 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
     from shared.broker import StompClient
     from shared.expo.sender import ExpoSender
 
-    console = Console()
+    console: Console = terminal.console()  # piped: no line is wrapped
     live = console.is_terminal if opts.live is None else opts.live
     settings = demo_settings(base, opts)
     snap: Snapshot | None = None
@@ -216,7 +217,10 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
             dues = due_minutes(planner.clock(), opts)
             reminder_ids = seed(manager, dues, opts.users)
             report = planner.run_pass()
-            where = f"fake Expo at {fake.url}; database {opts.database!r}"
+            where = (
+                f"fake Expo at {fake.url}; database {opts.database!r} emptied at start "
+                "(the demo's own: every run starts from nothing)"
+            )
             console.print(f"{where}; {report.summary()}")
             show_api(api, console, "u00")
             # Changes of mind after planning: both show up as cancellations with their reasons.

@@ -214,9 +214,10 @@ def run_checks(
 
 
 def render(checks: list[Check]) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from shared import terminal
 
     colour = {"ok": "green", "warn": "yellow", "fail": "red"}
     t = Table(title="tzpush doctor")
@@ -224,4 +225,4 @@ def render(checks: list[Check]) -> None:
         t.add_column(col, overflow="fold")
     for c in checks:
         t.add_row(Text(c.name), f"[{colour[c.status]}]{c.status}[/]", Text(c.detail), Text(c.fix))
-    Console().print(t)
+    terminal.console().print(t)

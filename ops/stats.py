@@ -190,11 +190,12 @@ def _senders(database: Database[Doc], categories: Iterable[str]) -> Doc:
 
 def render(stats: Doc) -> None:
     """Print ``compute``'s result as rich tables."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console()
+    from shared import terminal
+
+    console = terminal.console()
     title = "messages" + (f" due since {stats['since']}" if stats["since"] else "")
     statuses = sorted(stats["messages"])
     t = Table(title=title)

@@ -13,6 +13,10 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+UNWRAPPED_WIDTH = 100_000
+"""The width a table is laid out in when the output is not a terminal: a pipe or a file has no
+width, so nothing is wrapped (an id split over lines cannot be searched or copied)."""
+
 Cell = str | Callable[[dict[str, Any]], object]
 """A column's cell: the document's field of that name (empty when absent), or a function."""
 Subparsers = argparse._SubParsersAction  # argparse keeps the class private
@@ -50,7 +54,6 @@ def print_rows(
     if as_json:
         print(json.dumps(rows, default=str, indent=2))
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -60,4 +63,17 @@ def print_rows(
     for row in rows:
         cells = (c(row) if callable(c) else row.get(c, "") for c in columns.values())
         table.add_row(*(escape(printable(str(cell))) for cell in cells))
-    Console().print(table)
+    console().print(table)
+
+
+def console(
+    *, stderr: bool = False, is_terminal: bool | None = None, width: int | None = None
+) -> Any:
+    """A rich Console for the CLI: a terminal's own width, or (piped, redirected) so wide that no
+    table is wrapped. ``is_terminal`` and ``width`` override what is detected (tests)."""
+    from rich.console import Console
+
+    probe = Console(stderr=stderr, force_terminal=is_terminal, width=width)
+    if probe.is_terminal:
+        return probe
+    return Console(stderr=stderr, force_terminal=False, width=width or UNWRAPPED_WIDTH)

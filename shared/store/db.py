@@ -46,6 +46,9 @@ FENCES = "consumer_fences"
 SENDERS = "expo_senders"
 PARTITIONS = "planner_partitions"
 CREATORS = "planner_creators"
+# The HTTP API's Idempotency-Key records (``api.idempotency``, which makes its indexes); named
+# here so an erasure can remove a user's (``shared.store.erasure.forget_requests``).
+IDEMPOTENCY = "api_idempotency"
 
 ALL_COLLECTIONS = (
     USERS,
@@ -63,6 +66,8 @@ ALL_COLLECTIONS = (
     PARTITIONS,
     CREATORS,
 )
+
+ERASED_KEPT_S = 7 * 86400  # how long the intent log keeps an erased user's id
 
 PENDING_UNIQUE = "pending_occurrence_unique"
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"
@@ -161,7 +166,15 @@ def index_plan() -> dict[str, list[IndexModel]]:
             IndexModel([("bucket", ASCENDING)], name="reminders_by_bucket"),
         ],
         USERS: [IndexModel([("bucket", ASCENDING)], name="users_by_bucket")],
-        CHANGES: [IndexModel([("at", ASCENDING)], name="changes_by_time")],
+        CHANGES: [
+            IndexModel([("at", ASCENDING)], name="changes_by_time"),
+            # An erased user's stamp is the only thing of theirs an erasure keeps: a planning or a
+            # consumer that read the user before the erasure finds it (``erased_since``), and a
+            # pass that died is swept by the next (``changed_users``). A week covers both.
+            IndexModel(
+                [("erasedAt", ASCENDING)], name="erased_expire", expireAfterSeconds=ERASED_KEPT_S
+            ),
+        ],
         # Daily-cap counters (``shared.store.intent``): reserved by ``_id``; an erasure deletes
         # a user's by ``userId``; each expires days after its local date is over.
         COUNTERS: [

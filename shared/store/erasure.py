@@ -33,6 +33,13 @@ SCRUBBED = ("title", "body", "data", "label", "token", "timezone")
 LOOKUP = 1000  # ids per lookup of users
 
 
+def forget_requests(database: Database[Doc], user_id: str) -> int:
+    """Delete the user's Idempotency-Key records (their stored answers hold the user's labels
+    and texts); returns how many. A request still running for the user finds its record gone
+    and stores no answer."""
+    return int(database[dbm.IDEMPOTENCY].delete_many({"userId": user_id}).deleted_count)
+
+
 def scrub(
     database: Database[Doc],
     user_id: str,

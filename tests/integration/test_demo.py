@@ -135,6 +135,8 @@ def test_demo_runs_headless_and_summary_matches_database(stack, mongo_client, tm
             assert httpx.get(url, timeout=10).status_code == 401  # the key is what lets it in
             assert f"http://127.0.0.1:{api_port}/docs" in out_so_far
             assert httpx.get(f"http://127.0.0.1:{api_port}/docs", timeout=10).status_code == 200
+            # It says that it starts from an empty database of its own (and which one).
+            assert f"database {DEMO_DB!r} emptied at start" in out_so_far, out_so_far[:3000]
             demo.proc.wait(timeout=200)
         finally:
             demo.end()

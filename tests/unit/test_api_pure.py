@@ -6,6 +6,7 @@ import itertools
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -109,10 +110,18 @@ def test_cursors_round_trip_and_garbage_is_a_422_naming_after():
         with pytest.raises(ApiProblem) as err:
             pages.decode(bad, "messages", (int, str))
         assert err.value.status == 422 and err.value.errors[0]["name"] == "after"
-    assert (
-        pages.next_link("/v1/x", {"limit": 2, "status": None}, "abc") == "/v1/x?limit=2&after=abc"
-    )
-    assert pages.next_link("/v1/x", {"limit": 2}, None) is None
+    x = _request("/v1/x")
+    assert pages.next_link(x, {"limit": 2, "status": None}, "abc") == "/v1/x?limit=2&after=abc"
+    assert pages.next_link(x, {"limit": 2}, None) is None
+    odd = _request("/v1/users/a/b", raw=b"/v1/users/a%2Fb")  # as sent, not as decoded
+    assert pages.next_link(odd, {}, "abc") == "/v1/users/a%2Fb?after=abc"
+
+
+def _request(path: str, raw: bytes | None = None) -> Any:
+    from starlette.requests import Request
+
+    scope = {"type": "http", "path": path, "raw_path": raw or path.encode(), "headers": []}
+    return Request({**scope, "query_string": b""})
 
 
 def test_the_api_command_imports_fastapi_only_when_it_runs():
