@@ -75,9 +75,22 @@ def heartbeat_s(settings: Settings) -> float:
 
 
 def join_fleet(planner: Planner, stop: threading.Event | None = None) -> None:
-    """Register, then wait one heartbeat so that creators started together share at once."""
-    planner.membership.register(planner.clock())
-    (stop or threading.Event()).wait(heartbeat_s(planner.settings))
+    """Register; when other creators are alive, wait one heartbeat (or until ``stop``) so that
+    they see this one and give it its share before its first pass, and log that wait. Alone,
+    return at once: there is nobody to share with."""
+    now = planner.clock()
+    planner.membership.register(now)
+    others = planner.membership.others_live(now)
+    if not others:
+        return
+    wait_s = heartbeat_s(planner.settings)
+    log.info(
+        "joining %d other creator(s): waiting %.0f s (one heartbeat) so they give this one its "
+        "share of the partitions before its first pass",
+        len(others),
+        wait_s,
+    )
+    (stop or threading.Event()).wait(wait_s)
 
 
 def run_once(settings: Settings) -> str:

@@ -279,6 +279,12 @@ class Membership:
             upsert=True,
         )
 
+    def others_live(self, now: dt.datetime) -> list[str]:
+        """The other creators whose heartbeat is within a lease of ``now``."""
+        since = now - self.lease
+        found = self.db[dbm.CREATORS].find({"heartbeatAt": {"$gte": since}}, {"_id": 1})
+        return sorted(d["_id"] for d in found if d["_id"] != self.me)
+
     def sync(self, now: dt.datetime) -> set[int]:
         """Heartbeat and rebalance; return the partitions held (as of the database)."""
         ensure_partitions(self.db, self.partitions)
