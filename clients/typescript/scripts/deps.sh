@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# `npm ci` from the committed package-lock.json, once per version of it (a stamp in
+# node_modules holds the lockfile's hash), then `tsc`: dist/ has the client and its tests.
+#   scripts/deps.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [[ "$(cat node_modules/.tzpush-lock-sha256 2>/dev/null)" != "$want" ]]; then
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$want" >node_modules/.tzpush-lock-sha256
+fi
+[[ ${1:-} == --no-build ]] || node_modules/.bin/tsc -p .
