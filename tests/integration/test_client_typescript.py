@@ -27,7 +27,7 @@ from tests.integration.test_api_support import (
 )
 
 CLIENT = REPO / "clients" / "typescript"
-NODE_TIMEOUT_S = 240
+NODE_TIMEOUT_S = 300
 NO_NODE = "Node.js (node and npm) is not installed: the TypeScript client's tests are skipped"
 
 

@@ -4,6 +4,9 @@
 #   scripts/deps.sh [--no-build]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# One at a time: test workers running in parallel would otherwise install over each other.
+exec 9>.deps.lock
+flock 9
 want=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [[ "$(cat node_modules/.tzpush-lock-sha256 2>/dev/null)" != "$want" ]]; then
   npm ci --no-audit --no-fund --loglevel=error
