@@ -109,6 +109,7 @@ lint: venv promtool
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	promtool check rules deploy/prometheus/alerts.yml
+	promtool check config --syntax-only deploy/prometheus/prometheus.yml
 	@if command -v node >/dev/null && command -v npm >/dev/null; then \
 		clients/typescript/scripts/deps.sh --no-build && \
 		clients/typescript/scripts/generate.sh $(CURDIR)/$(PY) --check && \
