@@ -12,4 +12,11 @@ if [[ "$(cat node_modules/.tzpush-lock-sha256 2>/dev/null)" != "$want" ]]; then
   npm ci --no-audit --no-fund --loglevel=error
   echo "$want" >node_modules/.tzpush-lock-sha256
 fi
-[[ ${1:-} == --no-build ]] || node_modules/.bin/tsc -p .
+[[ ${1:-} == --no-build ]] && exit 0
+# Built once per version of the sources: a second test worker never rewrites dist/ under a
+# node --test that is reading it.
+built=$(cat package-lock.json tsconfig.json src/*.ts test/*.ts | sha256sum | cut -d' ' -f1)
+if [[ "$(cat dist/.tzpush-build-sha256 2>/dev/null)" != "$built" ]]; then
+  node_modules/.bin/tsc -p .
+  echo "$built" >dist/.tzpush-build-sha256
+fi
