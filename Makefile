@@ -93,6 +93,8 @@ run: install
 # processes named by the test state dirs' pid files, and only when no other session holds a
 # state dir's lock: two `make test` in one tree take turns, see tests/integration/conftest.py).
 test: install
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+		echo "Node.js is not installed: the TypeScript client's tests are skipped"
 	@status=0; $(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
 		$(PYTEST_ARGS) || status=$$?; \
 	mkdir -p "$(TZPUSH_TEST_STATE_DIR)"; \
