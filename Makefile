@@ -31,7 +31,8 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 ARGS ?=
 
-.PHONY: help venv install run test lint fmt bench services-up services-down services-status clean
+.PHONY: help venv install run test lint fmt bench services-up services-down services-status clean \
+	promtool client-types
 
 help:
 	@echo "targets: venv install run test lint fmt bench services-up services-down services-status clean"
@@ -68,6 +69,20 @@ install: venv
 	@# (Playwright's own browser download is not used).
 	@test -x /usr/bin/chromium || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@$(MAKE) --no-print-directory promtool
+
+# Debian's Prometheus, for `promtool check rules` (lint) and `promtool test rules` (test) of
+# deploy/prometheus/alerts.yml; its server is not used.
+promtool:
+	@command -v promtool >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		prometheus >/dev/null; }
+
+# The TypeScript client's types, generated again from the OpenAPI document `tzpush api` serves
+# (commit the result); `make lint` fails while the committed ones differ.
+client-types: venv
+	clients/typescript/scripts/deps.sh --no-build
+	clients/typescript/scripts/generate.sh $(CURDIR)/$(PY)
 
 # The demo starts the broker and the database when they are not running and stops, on Ctrl-C or at
 # the end, exactly what it started.
@@ -78,6 +93,8 @@ run: install
 # processes named by the test state dirs' pid files, and only when no other session holds a
 # state dir's lock: two `make test` in one tree take turns, see tests/integration/conftest.py).
 test: install
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+		echo "Node.js is not installed: the TypeScript client's tests are skipped"
 	@status=0; $(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
 		$(PYTEST_ARGS) || status=$$?; \
 	mkdir -p "$(TZPUSH_TEST_STATE_DIR)"; \
@@ -88,12 +105,20 @@ test: install
 	done; \
 	exit $$status
 
-lint: venv
+lint: venv promtool
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m tools.import_cycles
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool check config --syntax-only deploy/prometheus/prometheus.yml
+	@if command -v node >/dev/null && command -v npm >/dev/null; then \
+		clients/typescript/scripts/deps.sh --no-build && \
+		clients/typescript/scripts/generate.sh $(CURDIR)/$(PY) --check && \
+		clients/typescript/node_modules/.bin/tsc -p clients/typescript --noEmit && \
+		echo "clients/typescript: types match the API's OpenAPI document; tsc clean"; \
+	else echo "Node.js is not installed: the TypeScript client's checks are skipped"; fi
 
 fmt: venv
 	$(VENV)/bin/ruff format .

@@ -22,7 +22,7 @@ from shared.expo.pushes import (
 from shared.lifecycle import stop_on_signals
 from shared.settings import ExpoSettings, Settings
 from shared.store import db as dbm
-from shared.store.fleet import FleetShare, consumer_alerts
+from shared.store.fleet import FleetShare, consumer_alerts, live_consumers
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,8 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
             settings.metrics.port,
             health,
             lambda: consumer_alerts(database, settings.categories),
+            consumers=lambda: live_consumers(database, settings.categories),
+            grace={c: settings.grace_seconds(c) for c in cats},
         )
     stop_on_signals(consumer.stop, settings.consumer.shutdown_timeout_s)
     try:

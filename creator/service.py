@@ -28,7 +28,7 @@ from shared.errors import TransientError
 from shared.lifecycle import stop_on_signals
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.store.fleet import consumer_alerts
+from shared.store.fleet import consumer_alerts, live_consumers
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,10 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
             settings.metrics.port,
             lambda: health(planner),
             lambda: consumer_alerts(planner.db, settings.categories),
+            consumers=lambda: live_consumers(planner.db, settings.categories),
         )
+        metrics.PLAN_INTERVAL.set(settings.creator.interval_seconds)
+        metrics.PLAN_LAST_SUCCESS.set_to_current_time()  # "overdue" counts from the start
         sched = BlockingScheduler(timezone="UTC")
 
         gained = threading.Event()  # partitions taken while a pass ran: plan them right after
@@ -127,10 +130,13 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
                         report = planner.run_pass()
                     metrics.PLANNED.inc(report.inserted)
                     metrics.MISSED_BY_JANITOR.inc(report.missed)
+                    metrics.PLAN_LAST_SUCCESS.set_to_current_time()
                     log.info("planning pass: %s", report.summary())
                 except TransientError as exc:
+                    metrics.PLAN_FAILURES.inc()
                     log.warning("planning pass failed, retried next time: %s", exc)
                 except Exception:
+                    metrics.PLAN_FAILURES.inc()
                     log.exception("planning pass failed")
                 if not gained.is_set() or stop.is_set():
                     return

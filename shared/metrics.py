@@ -18,10 +18,18 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from shared.domain.validation import BadDocument
 
@@ -49,6 +57,16 @@ PLAN_SECONDS = Histogram(
     "tzpush_planning_pass_seconds",
     "Duration of a planning pass",
     buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+)
+PLAN_FAILURES = Counter(
+    "tzpush_planning_pass_failures_total", "Planning passes that ended in an error (retried)"
+)
+PLAN_LAST_SUCCESS = Gauge(
+    "tzpush_planning_pass_last_success_seconds",
+    "Unix time of this creator's last completed planning pass (its start time before the first)",
+)
+PLAN_INTERVAL = Gauge(
+    "tzpush_planning_interval_seconds", "The creator's planning period (creator.interval_seconds)"
 )
 PLANNED = Counter("tzpush_planned_messages_total", "Messages inserted by the planner")
 ARMED = Counter("tzpush_wakeups_armed_total", "Wake-ups scheduled on the broker")
@@ -163,16 +181,81 @@ Health = Callable[[], dict[str, str | None]]
 Alerts = Callable[[], dict[str, str]]
 
 
+class ScrapeProbes:
+    """Gauges read when /metrics is scraped, from what /healthz reads too (so the alert rules
+    and /healthz never disagree): ``tzpush_dependency_up{dependency}`` (1 when ``health`` finds
+    the database or broker reachable, else 0), ``tzpush_category_live_consumers{category}``
+    (live consumers per configured category, from the sender registry) and
+    ``tzpush_category_grace_seconds{category}`` (each category's grace window). A probe that
+    raises is left out of that scrape, never fails it."""
+
+    def __init__(self) -> None:
+        self.health: Health | None = None
+        self.consumers: Callable[[], Mapping[str, int]] | None = None
+        self.grace: Mapping[str, float] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        if self.health is not None:
+            up = GaugeMetricFamily(
+                "tzpush_dependency_up",
+                "1 when this process reaches the dependency (database, broker), else 0",
+                labels=["dependency"],
+            )
+            try:
+                for name, problem in sorted(self.health().items()):
+                    up.add_metric([name], 0.0 if problem else 1.0)
+            except Exception as exc:
+                log.warning("metrics: health probe failed: %s", exc)
+            else:
+                yield up
+        if self.consumers is not None:
+            live = GaugeMetricFamily(
+                "tzpush_category_live_consumers",
+                "Live consumers taking each configured category (0: nobody sends it)",
+                labels=["category"],
+            )
+            try:
+                for category, n in sorted(self.consumers().items()):
+                    live.add_metric([category], float(n))
+            except Exception as exc:
+                log.warning("metrics: live consumers unreadable: %s", exc)
+            else:
+                yield live
+        if self.grace:
+            grace = GaugeMetricFamily(
+                "tzpush_category_grace_seconds",
+                "How late a push of each category may still go out (past it: is_missed)",
+                labels=["category"],
+            )
+            for category, seconds in sorted(self.grace.items()):
+                grace.add_metric([category], float(seconds))
+            yield grace
+
+
+PROBES = ScrapeProbes()
+REGISTRY.register(PROBES)
+
+
 def serve(
-    host: str, port: int, health: Health, alerts: Alerts | None = None
+    host: str,
+    port: int,
+    health: Health,
+    alerts: Alerts | None = None,
+    *,
+    consumers: Callable[[], Mapping[str, int]] | None = None,
+    grace: Mapping[str, float] | None = None,
 ) -> ThreadingHTTPServer | None:
     """Serve /metrics and /healthz in a daemon thread; port 0 = disabled. Returns the server.
 
     ``health`` names this process's own problems (any: 503, restart me); ``alerts`` names what
     an operator must fix elsewhere (200 all the same: restarting this process fixes nothing),
-    beside Expo's project-level alerts."""
+    beside Expo's project-level alerts. /metrics also reads ``health``, ``consumers`` (live
+    consumers per category) and ``grace`` (seconds per category) at each scrape
+    (``ScrapeProbes``)."""
     if not port:
         return None
+    PROBES.health, PROBES.consumers = health, consumers
+    PROBES.grace = dict(grace or {})
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

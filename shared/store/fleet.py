@@ -40,15 +40,23 @@ def live_senders(database: Database[Doc], now: dt.datetime) -> list[Doc]:
     return list(database[dbm.SENDERS].find({"heartbeatAt": {"$gte": since}}))
 
 
+def live_consumers(
+    database: Database[Doc], categories: Iterable[str], now: dt.datetime | None = None
+) -> dict[str, int]:
+    """How many live consumers take each of ``categories`` (0 for one nobody takes)."""
+    counts = dict.fromkeys(categories, 0)
+    for s in live_senders(database, now or utcnow()):
+        if s.get("kind") == "consumer":
+            for c in set(s.get("categories") or []) & counts.keys():
+                counts[c] += 1
+    return counts
+
+
 def categories_without_consumer(
     database: Database[Doc], categories: Iterable[str], now: dt.datetime
 ) -> list[str]:
     """The configured categories that no live consumer takes."""
-    covered: set[str] = set()
-    for s in live_senders(database, now):
-        if s.get("kind") == "consumer":
-            covered.update(s.get("categories") or [])
-    return [c for c in categories if c not in covered]
+    return [c for c, n in live_consumers(database, categories, now).items() if n == 0]
 
 
 class FleetShare:

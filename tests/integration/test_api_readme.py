@@ -1,5 +1,6 @@
 """README "Calling tzpush from your backend": the curl, Python and TypeScript examples work
-against a real ``tzpush api`` (the TypeScript one on Node, type annotations stripped)."""
+against a real ``tzpush api`` (the TypeScript one on Node, type annotations stripped, with the
+``@tzpush/client`` built from ``clients/typescript``)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,21 @@ def test_the_python_example(env, db):
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="no node here")
-def test_the_typescript_example(env, db):
+def test_the_typescript_example(env, db, tmp_path):
     [code] = _blocks()["typescript"]
     js = re.sub(r"([\w)])\??: (string|unknown|Response|Promise<\w+>)", r"\1", code)
-    out = _run(["node", "-"], env, stdin=js)
+    client = REPO / "clients" / "typescript"
+    deps = subprocess.run(  # npm ci (once per lockfile), then tsc
+        ["bash", str(client / "scripts" / "deps.sh")], capture_output=True, text=True, timeout=300
+    )
+    assert deps.returncode == 0, deps.stdout + deps.stderr
+    # Inside the package, `import "@tzpush/client"` resolves to the package itself.
+    script = client / f".readme-example-{tmp_path.name}.mjs"
+    script.write_text(js)
+    try:
+        out = _run(["node", str(script)], env)
+    finally:
+        script.unlink()
     assert out.startswith("carol-mood ")
+    assert out.splitlines()[-1] == "422 /problems/invalid-input unknown time zone 'Europe/Berln'"
     assert db["users"].find_one({"_id": "carol"})["timezone"] == "America/New_York"
