@@ -116,7 +116,7 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
             health,
             lambda: consumer_alerts(database, settings.categories),
         )
-    stop_on_signals(consumer.stop, settings.consumer.shutdown_timeout_s)
+    stop_on_signals(consumer.stop, settings.shutdown.timeout_s)
     try:
         return consumer.run(burst=args.burst, idle_s=args.idle_seconds)
     finally:
@@ -140,7 +140,7 @@ def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
             print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no receipts due")
             return 0
         stop = threading.Event()
-        stop_on_signals(stop.set, settings.consumer.shutdown_timeout_s)
+        stop_on_signals(stop.set, settings.shutdown.timeout_s)
 
         def health() -> dict[str, str | None]:
             try:

@@ -343,7 +343,10 @@ class Planner:
     def _publish(self, docs: Iterable[Doc], *, progress: Any = None) -> list[WakeUp]:
         c = self.settings.creator
         wakeups = group_wakeups(
-            docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=self.clock()
+            docs,
+            size=c.wakeup_size,
+            window_s=self.settings.wakeup.window_seconds,
+            planned_at=self.clock(),
         )
         self._send_wakeups(wakeups, progress)
         if wakeups and self.on_armed:
@@ -360,7 +363,7 @@ class Planner:
             raise RuntimeError("planner has no broker connection to arm wake-ups")
         if not self.broker.connected:  # e.g. dropped while idle between passes
             self.broker.connect()
-        lead_ms = int(self.settings.creator.lead_seconds * 1000)
+        lead_ms = int(self.settings.wakeup.lead_seconds * 1000)
         key = self.settings.stomp.signing_key
         for w in wakeups:
             now_ms = int(self.clock().timestamp() * 1000)
@@ -545,7 +548,7 @@ class Planner:
         rows = group_sorted(
             spool.rows(),
             size=c.wakeup_size,
-            window_s=c.wakeup_window_seconds,
+            window_s=self.settings.wakeup.window_seconds,
             planned_at=self.clock(),
         )
         armed = 0

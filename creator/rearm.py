@@ -77,7 +77,7 @@ def rearm(
     c = planner.settings.creator
     chunk = REARM_CHUNK
     now = planner.clock()
-    kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": c.wakeup_window_seconds}
+    kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": planner.settings.wakeup.window_seconds}
     plain = WakeupStream(planned_at=now, **kw)
     taking = WakeupStream(planned_at=now, takeover=True, **kw)
     out = Rearmed()
@@ -150,9 +150,9 @@ def _held_by_stopped(planner: Planner, docs: list[Doc]) -> tuple[set[str], int]:
     Only messages a consumer can hold are looked up: due before now + lead + wake-up window
     (a wake-up fires ``lead`` before its first due instant and spans one window).
     """
-    c = planner.settings.creator
+    w = planner.settings.wakeup
     now = planner.clock()
-    reach = dt.timedelta(seconds=c.lead_seconds + c.wakeup_window_seconds)
+    reach = dt.timedelta(seconds=w.lead_seconds + w.window_seconds)
     stale = now - reach - dt.timedelta(seconds=STOPPED_MARGIN_S)
     due = {d["_id"]: d["scheduledAt"] for d in docs if d["scheduledAt"] < now + reach}
     if not due:

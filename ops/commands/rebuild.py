@@ -41,8 +41,8 @@ def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
             "its guards over (what may have left ends failed, outcome unknown; the rest is sent)"
         )
     if done.held:
-        c = settings.creator
-        after = int(c.lead_seconds + c.wakeup_window_seconds + STOPPED_MARGIN_S)
+        w = settings.wakeup
+        after = int(w.lead_seconds + w.window_seconds + STOPPED_MARGIN_S)
         print(
             f"{done.held} of them held by a consumer that may still be running: left to it "
             f"(if it stopped, run rebuild again once its guards are {after} s old)"
