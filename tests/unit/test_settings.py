@@ -146,6 +146,15 @@ def test_a_setting_under_its_old_name_is_refused_naming_the_new_one(
         Settings.load()
 
 
+def test_an_old_name_in_the_dotenv_file_is_refused_too(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("TZPUSH_CREATOR__WAKEUP_WINDOW_SECONDS=30\n")
+    with pytest.raises(
+        SettingsError,
+        match="TZPUSH_CREATOR__WAKEUP_WINDOW_SECONDS: moved: set TZPUSH_WAKEUP__WINDOW_SECONDS",
+    ):
+        Settings.load()
+
+
 def test_every_moved_setting_names_a_setting_that_exists() -> None:
     env_names = {env for env, _, _ in rows()}
     assert set(MOVED.values()) <= env_names
