@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """Runs the demo until its duration, until done, or until Ctrl-C or SIGTERM; returns 0."""
     import signal
 
     from shared import logs

@@ -15,6 +15,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    """Prints every check; returns 1 if one failed, else 0."""
     from ops import doctor
 
     checks = doctor.run_checks(settings, fix_indexes=args.fix_indexes)

@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_messages_show(args: argparse.Namespace, settings: Settings) -> int:
+    """Prints one message with its send guard and token as JSON; NotFoundError if there is none."""
     from shared.store import db as dbm
 
     database = dbm.connect(settings.mongo)

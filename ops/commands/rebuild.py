@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_rebuild(args: argparse.Namespace, settings: Settings) -> int:
+    """Re-arms every pending message from the database and says what was left to a live consumer."""
     from creator.rearm import STOPPED_MARGIN_S, count_pending
     from creator.service import open_planner
 

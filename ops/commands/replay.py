@@ -49,6 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    """Replays the selection (confirmed first, unless ``--yes``); returns 0, or 1 if declined."""
     from ops.replay import Replayer, Selection, resume, select, sigterm_raises
     from shared import metrics
     from shared.expo.sender import ExpoSender

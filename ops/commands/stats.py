@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    """Prints the figures (or ``--json``); returns 0."""
     from ops import stats
     from shared.store import db as dbm
 

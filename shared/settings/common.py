@@ -42,10 +42,14 @@ class ShutdownSettings(Group):
 
 
 class CategorySettings(Group):
+    """One category of reminders: how late its push is still useful."""
+
     grace_seconds: int = Field(ge=0, le=7 * 86400, description="how late is still useful")
 
 
 class MetricsSettings(Group):
+    """Where a service serves ``/metrics`` and ``/healthz``."""
+
     port: int = Field(default=9464, ge=0, le=65535, description="/metrics and /healthz; 0 = off")
     host: str = Field(default="127.0.0.1", description="bind address for /metrics")
 

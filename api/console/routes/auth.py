@@ -58,6 +58,7 @@ def _login_page(
 def login_form(
     request: Request, c: ConsoleDep, next: Annotated[str, Query(max_length=2048)] = ""
 ) -> Response:
+    """The login form; with a live session, straight on to ``next`` (a path of the console only)."""
     if c.sessions.read(request.cookies.get(COOKIE)) is not None:
         return RedirectResponse(safe_next(next), status_code=303)
     return _login_page(request, c, safe_next(next))
@@ -65,6 +66,8 @@ def login_form(
 
 @router.post("/login")
 def login(request: Request, c: ConsoleDep, form: Form) -> Response:
+    """A session for an ops key given with the form's own token, then on to ``next``; otherwise the
+    form again, saying why (401 unknown key, 403 stale form or a key of another scope)."""
     next_url = safe_next(first(form, "next"))
     if not c.sessions.login_ok(request.cookies.get(LOGIN_COOKIE), first(form, "csrf")):
         log.warning("console login refused: the form's token is missing or stale")
@@ -114,6 +117,7 @@ def login(request: Request, c: ConsoleDep, form: Form) -> Response:
 
 @router.post("/logout")
 def logout(request: Request, c: ConsoleDep, session: Checked) -> Response:
+    """Ends the session (its form token checked) and goes back to the login form."""
     c.sessions.end(session)
     log.info("console logout: key %r", session.name)
     response = RedirectResponse(PREFIX + "/login", status_code=303)

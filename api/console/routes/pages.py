@@ -25,6 +25,7 @@ def _now() -> dt.datetime:
 
 @router.get("")
 def root() -> RedirectResponse:
+    """``/console`` goes to ``/console/``."""
     return RedirectResponse(PREFIX + "/", status_code=307)
 
 
@@ -39,6 +40,7 @@ def overview(
     session: Operator,
     window: Window = figures.DEFAULT_WINDOW,  # type: ignore[assignment]
 ) -> HTMLResponse:
+    """Counts by status and category since the window's start, sends per minute, live consumers."""
     now = _now()
     since = figures.window_start(window, now)
     ov = figures.overview(c.backend.db, c.backend.settings, since, now)
@@ -65,6 +67,7 @@ def health(
     part: Part = False,
     fresh: Annotated[bool, Query()] = False,
 ) -> HTMLResponse:
+    """Doctor's checks (cached; ``fresh`` runs them anew); ``part``: only what refreshes."""
     report = c.health.get(fresh=fresh)
     template = "health_part.html" if part else "health.html"
     return render(request, template, session=session, page="overview", report=report)
@@ -73,6 +76,7 @@ def health(
 # -- upcoming --------------------------------------------------------------------------------
 @router.get("/upcoming")
 def upcoming(request: Request, c: ConsoleDep, session: Operator) -> HTMLResponse:
+    """Pending messages by due hour for the next 24 hours, and their wake-ups."""
     now = _now()
     up = figures.upcoming(c.backend.db, c.backend.settings, now)
     chart = charts.stacked(
@@ -98,6 +102,7 @@ def problems(
     since: Text = "",
     until: Text = "",
 ) -> HTMLResponse:
+    """is_missed or failed messages matching the filter, by reason; 422 naming refused fields."""
     flt, errors = problem_filter(c, status, category, user, since, until)
     found = None if errors else figures.problems(c.backend.db, flt)
     fields = {"status": status, "category": category, "user": user, "since": since, "until": until}
@@ -122,6 +127,7 @@ def user_lookup(
     session: Operator,
     id: Annotated[str, Query(max_length=200)] = "",
 ) -> Response:
+    """The lookup form; a valid id goes on to its user's page, an invalid one is a 422."""
     wanted = id.strip()
     if wanted:
         problem = id_problem(wanted)
@@ -142,6 +148,8 @@ def user_lookup(
 
 @router.get("/users/{user_id}")
 def user_page(request: Request, c: ConsoleDep, session: Operator, user_id: str) -> HTMLResponse:
+    """A user with their tokens and messages; 422 for an invalid id, 404 if neither the user nor a
+    message of theirs exists."""
     problem = id_problem(user_id)
     if problem:
         raise ConsoleError(422, "Refused input", f"user id {shown(user_id)} {problem}")
@@ -158,6 +166,7 @@ def user_page(request: Request, c: ConsoleDep, session: Operator, user_id: str) 
 def message_page(
     request: Request, c: ConsoleDep, session: Operator, message_id: str
 ) -> HTMLResponse:
+    """One message, its guard and token, and whether it can be replayed; 404 if there is none."""
     if not message_id or len(message_id) > 512:
         raise ConsoleError(404, "Not found", "no such message")
     rec = records.message_record(c.backend.db, message_id)

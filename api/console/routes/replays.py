@@ -91,6 +91,7 @@ def replay_start(request: Request, c: ConsoleDep, session: Action, form: Form) -
 def replay_watch(
     request: Request, c: ConsoleDep, session: Operator, run_id: str, part: Part = False
 ) -> HTMLResponse:
+    """A replay's progress until its messages have ended; 404 for a replay nobody knows."""
     if len(run_id) > 300:
         raise ConsoleError(404, "Not found", "no such replay")
     run = c.runs.get(run_id)
