@@ -57,7 +57,7 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
             log_config=None,  # the root logger set up above: JSON lines when not on a TTY
             proxy_headers=True,
             server_header=False,
-            timeout_graceful_shutdown=int(settings.consumer.shutdown_timeout_s) or None,
+            timeout_graceful_shutdown=int(settings.shutdown.timeout_s) or None,
         )
         uvicorn.Server(config).run()
     return 0

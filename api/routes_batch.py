@@ -23,6 +23,7 @@ from api.problems import (
     ApiProblem,
     Problem,
     dotted,
+    error_status,
     field_error,
     invalid,
     problem_body,
@@ -31,7 +32,7 @@ from api.problems import (
 )
 from api.routes_reminders import spec_of
 from creator import upserts
-from shared.errors import ConflictError, NotFoundError, TransientError
+from shared.errors import TransientError
 
 router = APIRouter(tags=["batch"])
 MAX_ITEMS = 1000
@@ -133,13 +134,7 @@ def _answer(
         return BatchResult(index=index, status=status, id=item.reminder_id)
     if isinstance(outcome, TransientError):
         raise outcome  # the database or broker is away: the whole batch is a 503
-    status = (
-        404
-        if isinstance(outcome, NotFoundError)
-        else 409
-        if isinstance(outcome, ConflictError)
-        else 422
-    )
+    status = error_status(outcome) or 422
     return BatchResult(index=index, status=status, id=shown, problem=_problem(status, str(outcome)))
 
 

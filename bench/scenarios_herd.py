@@ -40,7 +40,7 @@ def arm_herd(
     # Messages insert about half as fast as users+tokens+reminders (more indexes): measured here,
     # so the due instant leaves room on a loaded machine too.
     per_msg = (time.perf_counter() - t) / (3 * n) * 2
-    lead = settings.creator.lead_seconds
+    lead = settings.wakeup.lead_seconds
     ahead = n * per_msg + n / 20000 + lead + margin_s
     due = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=ahead)).replace(microsecond=0)
     if due.second == 0:  # planned daily reminders fall on whole minutes: keep the herd apart
@@ -317,7 +317,7 @@ def run_outage(
     settings = st.settings_for(prefix, lead=lead)
     # shutdown timeout 0: the consumer really leaves (with the default 25 s it would stay to send
     # what is due within 25 s, and there would be no outage to measure).
-    extra = {"TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S": "0"}
+    extra = {"TZPUSH_SHUTDOWN__TIMEOUT_S": "0"}
     first = st.consumer(settings, f"{prefix}-consumer-1", **extra)
     second: Proc | None = None
     try:

@@ -157,7 +157,7 @@ def sigterm_all_down(st: BenchStack, n: int, seed: int, lead: float = 10.0) -> D
         consumer.kill9()
         st.local.start("activemq")
         st.local.start("mongo")
-    budget = settings.consumer.shutdown_timeout_s + 2
+    budget = settings.shutdown.timeout_s + 2
     return {
         **timing,
         "held_guards": held,

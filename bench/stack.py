@@ -201,7 +201,7 @@ class BenchStack:
             update={
                 "mongo": s.mongo.model_copy(update={"database": self.dbname}),
                 "stomp": s.stomp.model_copy(update={"queue_prefix": prefix}),
-                "creator": s.creator.model_copy(update={"lead_seconds": lead}),
+                "wakeup": s.wakeup.model_copy(update={"lead_seconds": lead}),
                 "expo": s.expo.model_copy(update={"rate_per_second": rate}),
             }
         )
@@ -215,8 +215,8 @@ class BenchStack:
             TZPUSH_STOMP__QUEUE_PREFIX=settings.stomp.queue_prefix,
             TZPUSH_EXPO__BASE_URL=self.fake.url,
             TZPUSH_EXPO__RATE_PER_SECOND=str(settings.expo.rate_per_second),
-            TZPUSH_CREATOR__LEAD_SECONDS=str(settings.creator.lead_seconds),
-            TZPUSH_CONSUMER__RECEIPTS_DELAY_S="3600",
+            TZPUSH_WAKEUP__LEAD_SECONDS=str(settings.wakeup.lead_seconds),
+            TZPUSH_OUTCOMES__RECEIPTS_DELAY_S="3600",
             TZPUSH_METRICS__PORT="0",
             TZPUSH_LOCAL__STATE_DIR=str(STATE_DIR),
             TZPUSH_LOG_JSON="true",

@@ -118,7 +118,7 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
             consumers=lambda: live_consumers(database, settings.categories),
             grace={c: settings.grace_seconds(c) for c in cats},
         )
-    stop_on_signals(consumer.stop, settings.consumer.shutdown_timeout_s)
+    stop_on_signals(consumer.stop, settings.shutdown.timeout_s)
     try:
         return consumer.run(burst=args.burst, idle_s=args.idle_seconds)
     finally:
@@ -142,7 +142,7 @@ def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
             print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no receipts due")
             return 0
         stop = threading.Event()
-        stop_on_signals(stop.set, settings.consumer.shutdown_timeout_s)
+        stop_on_signals(stop.set, settings.shutdown.timeout_s)
 
         def health() -> dict[str, str | None]:
             try:

@@ -105,10 +105,10 @@ class ConsumerCore:
         all of them keeps it off the critical path. The window covers everything since any
         held batch was prepared (lead + wake-up window), with a margin.
         """
-        c = self.settings.creator
+        w = self.settings.wakeup
         with self._changes_lock:
             if time.monotonic() - self._changes_at > 1.0:
-                back_ms = int((c.lead_seconds + c.wakeup_window_seconds + 60) * 1000)
+                back_ms = int((w.lead_seconds + w.window_seconds + 60) * 1000)
                 self._changes = self._changed_since(self._now_ms() - back_ms)
                 self._changes_at = time.monotonic()
             return self._changes
@@ -116,8 +116,8 @@ class ConsumerCore:
     def _merge_journal(self, **kw: Any) -> int:
         return merge_journal(
             self.db,
-            receipts_delay_s=self.settings.consumer.receipts_delay_s,
-            max_failures=self.settings.consumer.max_token_failures,
+            receipts_delay_s=self.settings.outcomes.receipts_delay_s,
+            max_failures=self.settings.outcomes.max_token_failures,
             clock=self.clock,
             **kw,
         )

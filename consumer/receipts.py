@@ -1,6 +1,6 @@
 """The receipts poller: what Expo finally did with each accepted push.
 
-Tickets older than ``consumer.receipts_delay_s`` (default 15 min, as Expo advises) are checked in
+Tickets older than ``outcomes.receipts_delay_s`` (default 15 min, as Expo advises) are checked in
 batches of at most 1000 ids. An ok receipt is recorded; an error receipt turns the message
 ``failed`` with the receipt's reason; ``DeviceNotRegistered`` deactivates the token at once and
 other errors count against it; a ticket with no receipt after ``receipts_give_up_s`` (24 h, as long
@@ -178,7 +178,7 @@ class ReceiptPoller:
         with dbm.translate_errors("recording receipts"):
             if updates:
                 self.db[dbm.MESSAGES].bulk_write(updates, ordered=False)
-            apply_token_effects(self.db, effects, self.settings.consumer.max_token_failures, now)
+            apply_token_effects(self.db, effects, self.settings.outcomes.max_token_failures, now)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

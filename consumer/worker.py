@@ -84,14 +84,14 @@ class Consumer(Preparing):
         self._attempts = AttemptLog(database, self.cid, clock)
         self._recorder = Recorder(
             database,
-            max_failures=settings.consumer.max_token_failures,
+            max_failures=settings.outcomes.max_token_failures,
             clock=clock,
-            receipts_delay_s=settings.consumer.receipts_delay_s,
+            receipts_delay_s=settings.outcomes.receipts_delay_s,
             busy=lambda: bool(self._in_flight),
             consumer=self.cid,
             release_attempts=self._attempts.release,
         )
-        self._pending = PendingCache(database, span_s=settings.creator.wakeup_window_seconds + 5)
+        self._pending = PendingCache(database, span_s=settings.wakeup.window_seconds + 5)
         self._batches: dict[str, Batch] = {}
         self._lock = threading.Lock()
         self._rng = random.Random()
@@ -194,7 +194,7 @@ class Consumer(Preparing):
         key = f"{frame.message_id}:{frame.ack_id}"
         with self._lock:
             self._batches[key] = batch
-        lead = self.settings.creator.lead_seconds
+        lead = self.settings.wakeup.lead_seconds
         wait_s = (wake.first_due_ms - lead * 1000 - self._now_ms()) / 1000
         self._timers.at(
             time.monotonic() + max(0.0, wait_s),
@@ -216,7 +216,7 @@ class Consumer(Preparing):
 
     def _shutdown(self) -> None:
         """Finish what is due within the shutdown timeout, release the rest, then return."""
-        timeout = self.settings.consumer.shutdown_timeout_s
+        timeout = self.settings.shutdown.timeout_s
         deadline = time.monotonic() + timeout
         # Batches not yet prepared are left to other consumers (their frames are not acked);
         # a preparation under way finishes its round trip and releases what it took.

@@ -106,8 +106,8 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     # Outcomes a stopped consumer journaled and never merged are the truth: merge them first.
     merge_journal(
         database,
-        receipts_delay_s=settings.consumer.receipts_delay_s,
-        max_failures=settings.consumer.max_token_failures,
+        receipts_delay_s=settings.outcomes.receipts_delay_s,
+        max_failures=settings.outcomes.max_token_failures,
         older_than_s=60.0,
         clock=lambda: now,
     )

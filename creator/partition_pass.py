@@ -175,7 +175,7 @@ class PartitionPass:
                     group_sorted(
                         spool.rows(),
                         size=c.wakeup_size,
-                        window_s=c.wakeup_window_seconds,
+                        window_s=self.ctx.settings.wakeup.window_seconds,
                         planned_at=self.ctx.clock(),
                     )
                 )

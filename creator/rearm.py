@@ -77,7 +77,7 @@ def rearm(
     c = ctx.settings.creator
     chunk = REARM_CHUNK
     now = ctx.clock()
-    kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": c.wakeup_window_seconds}
+    kw: dict[str, Any] = {"size": c.wakeup_size, "window_s": ctx.settings.wakeup.window_seconds}
     plain = WakeupStream(planned_at=now, **kw)
     taking = WakeupStream(planned_at=now, takeover=True, **kw)
     out = Rearmed()
@@ -137,9 +137,9 @@ def _held_by_stopped(ctx: PlanContext, docs: list[Doc]) -> tuple[set[str], int]:
     Only messages a consumer can hold are looked up: due before now + lead + wake-up window
     (a wake-up fires ``lead`` before its first due instant and spans one window).
     """
-    c = ctx.settings.creator
+    w = ctx.settings.wakeup
     now = ctx.clock()
-    reach = dt.timedelta(seconds=c.lead_seconds + c.wakeup_window_seconds)
+    reach = dt.timedelta(seconds=w.lead_seconds + w.window_seconds)
     stale = now - reach - dt.timedelta(seconds=STOPPED_MARGIN_S)
     due = {d["_id"]: d["scheduledAt"] for d in docs if d["scheduledAt"] < now + reach}
     if not due:

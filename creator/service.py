@@ -163,7 +163,7 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
 
         # Signals are taken before the fleet is joined (a wait of one heartbeat): a SIGTERM
         # then ends the wait and the process exits 0, instead of dying by the signal.
-        stop_on_signals(_stop, settings.consumer.shutdown_timeout_s)
+        stop_on_signals(_stop, settings.shutdown.timeout_s)
         log.info(
             "creator running (%s): a pass every %d s, %d partitions, lease %.0f s",
             planner.membership.me,

@@ -38,7 +38,7 @@ class WakeupPublisher:
         if not broker.connected:  # e.g. dropped while idle between passes
             broker.connect()
         settings = self.ctx.settings
-        lead_ms = int(settings.creator.lead_seconds * 1000)
+        lead_ms = int(settings.wakeup.lead_seconds * 1000)
         key = settings.stomp.signing_key
         for w in wakeups:
             now_ms = int(self.ctx.clock().timestamp() * 1000)
@@ -65,7 +65,10 @@ class WakeupPublisher:
         wake-ups."""
         c = self.ctx.settings.creator
         wakeups = group_wakeups(
-            docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=self.ctx.clock()
+            docs,
+            size=c.wakeup_size,
+            window_s=self.ctx.settings.wakeup.window_seconds,
+            planned_at=self.ctx.clock(),
         )
         self.send(wakeups, progress)
         self.finish(len(wakeups))

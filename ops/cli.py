@@ -28,12 +28,12 @@ COMMANDS: dict[str, str] = {
     "tokens": "creator.cli",
     "consumer": "consumer.cli",
     "receipts": "consumer.cli",
-    "stats": "ops.commands",
-    "replay": "ops.commands",
-    "rebuild": "ops.commands",
-    "doctor": "ops.commands",
-    "messages": "ops.commands",
-    "demo": "ops.commands",
+    "stats": "ops.commands.stats",
+    "replay": "ops.commands.replay",
+    "rebuild": "ops.commands.rebuild",
+    "doctor": "ops.commands.doctor",
+    "messages": "ops.commands.messages",
+    "demo": "ops.commands.demo",
     "api": "api.cli",
 }
 COMMAND_MODULES: list[str] = list(dict.fromkeys(COMMANDS.values()))

@@ -99,9 +99,8 @@ def demo_settings(settings: Settings, opts: DemoOptions) -> Settings:
             "creator": settings.creator.model_copy(
                 update={"interval_seconds": 30, "horizon_hours": 0.25}
             ),
-            "consumer": settings.consumer.model_copy(
-                update={"receipts_delay_s": 10.0, "receipts_interval_s": 2.0}
-            ),
+            "consumer": settings.consumer.model_copy(update={"receipts_interval_s": 2.0}),
+            "outcomes": settings.outcomes.model_copy(update={"receipts_delay_s": 10.0}),
         }
     )
 

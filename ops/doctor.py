@@ -61,20 +61,20 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 def check_settings(settings: Settings) -> list[Check]:
     """Settings that load but cannot work together."""
     out: list[Check] = []
-    c = settings.creator
+    c, lead = settings.creator, settings.wakeup.lead_seconds
     for name, cat in settings.categories.items():
-        if cat.grace_seconds <= c.lead_seconds:
+        if cat.grace_seconds <= lead:
             out.append(
                 Check(
                     f"category {name}",
                     "fail",
-                    f"grace {cat.grace_seconds} s <= creator lead {c.lead_seconds:g} s",
-                    f"raise TZPUSH_CATEGORIES grace of {name} above TZPUSH_CREATOR__LEAD_SECONDS",
+                    f"grace {cat.grace_seconds} s <= wake-up lead {lead:g} s",
+                    f"raise TZPUSH_CATEGORIES grace of {name} above TZPUSH_WAKEUP__LEAD_SECONDS",
                 )
             )
     if not out:
         graces = ", ".join(f"{k} {v.grace_seconds}s" for k, v in settings.categories.items())
-        out.append(Check("categories", "ok", f"grace > lead {c.lead_seconds:g} s: {graces}"))
+        out.append(Check("categories", "ok", f"grace > lead {lead:g} s: {graces}"))
     if c.interval_seconds >= c.horizon_hours * 3600:
         out.append(
             Check(
@@ -84,14 +84,15 @@ def check_settings(settings: Settings) -> list[Check]:
                 "lower TZPUSH_CREATOR__INTERVAL_SECONDS or raise TZPUSH_CREATOR__HORIZON_HOURS",
             )
         )
-    r = settings.consumer
-    if r.receipts_delay_s >= r.receipts_give_up_s:
+    r, delay = settings.consumer, settings.outcomes.receipts_delay_s
+    if delay >= r.receipts_give_up_s:
         out.append(
             Check(
                 "receipts",
                 "fail",
-                f"poll after {r.receipts_delay_s:g} s but give up after {r.receipts_give_up_s:g} s",
-                "TZPUSH_CONSUMER__RECEIPTS_DELAY_S must be below RECEIPTS_GIVE_UP_S",
+                f"poll after {delay:g} s but give up after {r.receipts_give_up_s:g} s",
+                "TZPUSH_OUTCOMES__RECEIPTS_DELAY_S must be below "
+                "TZPUSH_CONSUMER__RECEIPTS_GIVE_UP_S",
             )
         )
     if "exp.host" in settings.expo.base_url and settings.expo.rate_per_second > 600:

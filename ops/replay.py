@@ -329,7 +329,7 @@ class Replayer:
                 ticket=o.ticket_id,
                 error=o.error,
                 message=o.message,
-                receipts_delay_s=self.settings.consumer.receipts_delay_s,
+                receipts_delay_s=self.settings.outcomes.receipts_delay_s,
                 code=o.code,
             )
             if o.ok:
@@ -363,7 +363,7 @@ class Replayer:
             for key in refunds:
                 self.database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -1}})
             apply_token_effects(
-                self.database, effects, self.settings.consumer.max_token_failures, now
+                self.database, effects, self.settings.outcomes.max_token_failures, now
             )
 
 

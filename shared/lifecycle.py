@@ -1,9 +1,9 @@
 """Stopping on time: SIGTERM starts a graceful stop, and a deadline ends the process regardless.
 
 A service asked to stop (ECS sends SIGTERM, then SIGKILL after its stop timeout) first finishes
-what it can: a consumer sends what is due within ``shutdown_timeout_s`` and releases the guards
+what it can: a consumer sends what is due within ``shutdown.timeout_s`` and releases the guards
 of what certainly never left. Whatever is down (database, broker, Expo), the process exits by
-``shutdown_timeout_s`` + a small margin: past it, a watchdog ends the process at once. That is
+``shutdown.timeout_s`` + a small margin: past it, a watchdog ends the process at once. That is
 safe by construction: what a consumer could not release stays guarded, and a takeover decides
 it from the journal and the attempt records, as after a crash.
 """

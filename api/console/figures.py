@@ -153,12 +153,10 @@ def upcoming(database: Database[Doc], settings: Settings, now: dt.datetime) -> U
     categories = [c for c in settings.categories if c in seen] + sorted(
         seen - set(settings.categories)
     )
-    c = settings.creator
-    groups = group_wakeups(
-        docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=now
-    )
+    c, timing = settings.creator, settings.wakeup
+    groups = group_wakeups(docs, size=c.wakeup_size, window_s=timing.window_seconds, planned_at=now)
     groups.sort(key=lambda w: (w.first_due_ms, w.category))
-    lead = dt.timedelta(seconds=c.lead_seconds)
+    lead = dt.timedelta(seconds=timing.lead_seconds)
     wakeups = [
         {
             "category": w.category,
@@ -179,8 +177,8 @@ def upcoming(database: Database[Doc], settings: Settings, now: dt.datetime) -> U
         wakeup_total=len(groups),
         read_all=read_all,
         size=c.wakeup_size,
-        window_s=c.wakeup_window_seconds,
-        lead_s=c.lead_seconds,
+        window_s=timing.window_seconds,
+        lead_s=timing.lead_seconds,
     )
 
 

@@ -55,6 +55,12 @@ def set_creator(world: World, **changes: Any) -> None:
     )
 
 
+def set_wakeup(world: World, **changes: Any) -> None:
+    world.settings = world.settings.model_copy(
+        update={"wakeup": world.settings.wakeup.model_copy(update=changes)}
+    )
+
+
 # -- data --------------------------------------------------------------------------------------
 def herd(
     world: World,
@@ -184,9 +190,9 @@ def consumer_env(settings: Settings, **extra: str) -> dict[str, str]:
             "TZPUSH_EXPO__RATE_PER_SECOND": str(settings.expo.rate_per_second),
             "TZPUSH_EXPO__CONCURRENCY": str(settings.expo.concurrency),
             "TZPUSH_EXPO__MAX_RETRIES": str(settings.expo.max_retries),
-            "TZPUSH_CREATOR__LEAD_SECONDS": str(settings.creator.lead_seconds),
-            "TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S": str(settings.consumer.shutdown_timeout_s),
-            "TZPUSH_CONSUMER__RECEIPTS_DELAY_S": str(settings.consumer.receipts_delay_s),
+            "TZPUSH_WAKEUP__LEAD_SECONDS": str(settings.wakeup.lead_seconds),
+            "TZPUSH_SHUTDOWN__TIMEOUT_S": str(settings.shutdown.timeout_s),
+            "TZPUSH_OUTCOMES__RECEIPTS_DELAY_S": str(settings.outcomes.receipts_delay_s),
             "TZPUSH_CATEGORIES": json.dumps(
                 {c: {"grace_seconds": s.grace_seconds} for c, s in settings.categories.items()}
             ),

@@ -248,10 +248,9 @@ def make_world(base: Settings, database: Database[Doc], **fake_kw: Any) -> Itera
             "expo": base.expo.model_copy(
                 update={"base_url": fake.url, "rate_per_second": 100000.0, "max_retries": 5}
             ),
-            "creator": base.creator.model_copy(update={"lead_seconds": 2.0}),
-            "consumer": base.consumer.model_copy(
-                update={"shutdown_timeout_s": 5.0, "receipts_delay_s": 0.0}
-            ),
+            "wakeup": base.wakeup.model_copy(update={"lead_seconds": 2.0}),
+            "shutdown": base.shutdown.model_copy(update={"timeout_s": 5.0}),
+            "outcomes": base.outcomes.model_copy(update={"receipts_delay_s": 0.0}),
         }
     )
     world = World(settings, database, fake)

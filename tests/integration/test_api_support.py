@@ -81,7 +81,7 @@ def _env(
         settings,
         TZPUSH_EXPO__RATE_PER_SECOND="100000",
         TZPUSH_EXPO__MAX_RETRIES="2",
-        TZPUSH_CONSUMER__RECEIPTS_DELAY_S="0",
+        TZPUSH_OUTCOMES__RECEIPTS_DELAY_S="0",
         TZPUSH_API__HOST="127.0.0.1",
         TZPUSH_API__PORT=str(port),
         TZPUSH_API__KEYS=json.dumps(keys),

@@ -112,7 +112,7 @@ def test_broker_kill9_and_restart_loses_no_armed_wakeup(world, stack):
 
 
 def test_sigterm_stops_taking_work_exits_zero_and_another_consumer_sends_the_rest(world, tmp_path):
-    timeout = world.settings.consumer.shutdown_timeout_s  # 5 s in the test world
+    timeout = world.settings.shutdown.timeout_s  # 5 s in the test world
     proc = ConsumerProcess(world.settings, tmp_path / "consumer.log")
     try:
         proc.wait_consuming()

@@ -144,7 +144,7 @@ def test_a_second_copy_marked_for_takeover_does_not_take_over_from_a_live_holder
     copies = group_wakeups(
         docs,
         size=c.wakeup_size,
-        window_s=c.wakeup_window_seconds,
+        window_s=world.settings.wakeup.window_seconds,
         planned_at=utcnow(),
         takeover=True,
     )

@@ -96,7 +96,7 @@ def test_wakeups_arrive_on_the_category_queue_just_before_due(world: World) -> N
     # A lead that makes the wake-up fire about 4 s from now, so the test does not wait minutes.
     msg = None
     planner.settings = planner.settings.model_copy(
-        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": 0})}
+        update={"wakeup": planner.settings.wakeup.model_copy(update={"lead_seconds": 0})}
     )
     report = planner.run_pass()
     assert report.inserted == 1
@@ -105,7 +105,7 @@ def test_wakeups_arrive_on_the_category_queue_just_before_due(world: World) -> N
     due = msg["scheduledAt"]
     lead = (due - dt.datetime.now(dt.UTC)).total_seconds() - 4
     planner.settings = planner.settings.model_copy(
-        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": lead})}
+        update={"wakeup": planner.settings.wakeup.model_copy(update={"lead_seconds": lead})}
     )
     armed_at = dt.datetime.now(dt.UTC)
     planner.arm([msg])
@@ -182,7 +182,7 @@ class CrashingPlanner(Planner):
 def fire_at_once(planner: Planner) -> None:
     """Make every wake-up this planner arms fire at once, so a test can count them."""
     planner.settings = planner.settings.model_copy(
-        update={"creator": planner.settings.creator.model_copy(update={"lead_seconds": 10**7})}
+        update={"wakeup": planner.settings.wakeup.model_copy(update={"lead_seconds": 10**7})}
     )
 
 
@@ -731,7 +731,10 @@ def test_a_pass_streams_chunks_of_users_and_arms_the_wakeups_of_one_global_group
     docs = list(world.db[dbm.MESSAGES].find())
     c = world.settings.creator
     whole = group_wakeups(
-        docs, size=c.wakeup_size, window_s=c.wakeup_window_seconds, planned_at=FIXED_NOW
+        docs,
+        size=c.wakeup_size,
+        window_s=world.settings.wakeup.window_seconds,
+        planned_at=FIXED_NOW,
     )
     assert [(w.id, w.items) for w in wakeups] == [(w.id, w.items) for w in whole]
     assert report.wakeups == len(whole)

@@ -137,7 +137,7 @@ def test_rebuild_streams_pending_messages_chunk_by_chunk(
     # Held at once: the chunk being armed plus at most size - 1 carried per category.
     assert most_held <= chunk + 2 * (size - 1), events
     assert Counter(i for w in armed for i in w) == Counter(d["_id"] for d in docs)
-    window = settings.creator.wakeup_window_seconds
+    window = settings.wakeup.window_seconds
     whole = group_wakeups(docs, size=size, window_s=window, planned_at=utcnow())
     assert sorted(armed) == sorted(tuple(i.id for i in w.items) for w in whole)
 

@@ -58,7 +58,7 @@ def test_consumer_health_follows_the_broker_and_sigterm_exits_zero(world: World)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-        assert time.monotonic() - t0 < world.settings.consumer.shutdown_timeout_s + 5
+        assert time.monotonic() - t0 < world.settings.shutdown.timeout_s + 5
     finally:
         if proc.poll() is None:
             proc.kill()

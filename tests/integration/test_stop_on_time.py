@@ -24,6 +24,7 @@ from tests.integration.consumer_support import (
     ids_of,
     in_seconds,
     set_creator,
+    set_wakeup,
 )
 from tests.integration.harness import World, wait_for
 
@@ -50,7 +51,8 @@ def _start(world: World, role: str, log: Path) -> subprocess.Popen[bytes]:
 def test_sigterm_with_database_and_broker_gone_exits_within_the_deadline(
     world, stack, tmp_path, role
 ):
-    set_creator(world, lead_seconds=25.0, wakeup_size=10)
+    set_creator(world, wakeup_size=10)
+    set_wakeup(world, lead_seconds=25.0)
     log = tmp_path / f"{role}.log"
     proc = _start(world, role, log)
     try:
@@ -74,7 +76,7 @@ def test_sigterm_with_database_and_broker_gone_exits_within_the_deadline(
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(60)
         took = time.monotonic() - started
-        deadline = world.settings.consumer.shutdown_timeout_s + 2
+        deadline = world.settings.shutdown.timeout_s + 2
         tail = log.read_text(errors="replace")[-1500:]
         assert proc.poll() is not None, f"{role} still running 60 s after SIGTERM:\n{tail}"
         assert took <= deadline, f"{role} took {took:.1f} s, deadline {deadline} s:\n{tail}"

@@ -60,7 +60,7 @@ def test_wheel_contents(wheel: Path) -> None:
         scripts = zf.read(entry_points).decode()
     for pkg in PACKAGES:
         assert f"{pkg}/__init__.py" in names
-    assert "shared/settings.py" in names and "ops/cli.py" in names
+    assert "shared/settings/__init__.py" in names and "ops/cli.py" in names
     assert "shared/domain/messages.py" in names and "devstack/fake_expo.py" in names
     assert "api/cli.py" in names and "api/app.py" in names
     # The console's templates and static files are package data: without them /console fails.

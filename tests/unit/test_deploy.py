@@ -23,7 +23,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, SecretStr
 
-from shared.settings import ConsumerSettings, Settings
+from shared.settings import Settings, ShutdownSettings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -192,7 +192,7 @@ def test_settings_walk_finds_nested_and_dict_settings() -> None:
         "TZPUSH_MONGO__URI",
         "TZPUSH_STOMP__PASSCODE",
         "TZPUSH_EXPO__ACCESS_TOKEN",
-        "TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S",
+        "TZPUSH_SHUTDOWN__TIMEOUT_S",
         "TZPUSH_METRICS__HOST",
         "TZPUSH_CATEGORIES",
         "TZPUSH_LOG_LEVEL",
@@ -370,8 +370,8 @@ def test_ecs_services_logging_health_and_stop_timeout() -> None:
     assert "127.0.0.1:8080/healthz" in " ".join(_cfn_containers()["api"]["HealthCheck"]["Command"])
     consumer = _cfn_containers()["consumer"]
     env = {e["Name"]: e["Value"] for e in consumer["Environment"]}
-    drain = float(env["TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S"])
-    assert drain == ConsumerSettings().shutdown_timeout_s == 25
+    drain = float(env["TZPUSH_SHUTDOWN__TIMEOUT_S"])
+    assert drain == ShutdownSettings().timeout_s == 25
     assert consumer["StopTimeout"] == 30 > drain
 
 
@@ -568,7 +568,7 @@ def test_compose_stack_shape() -> None:
     fake = services["fake-expo"]
     assert "/healthz" in " ".join(fake["healthcheck"]["test"])
     assert fake["command"][:3] == ["fake-expo", "--host", "0.0.0.0"]
-    drain = float(_env_map(consumer["environment"])["TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S"])
+    drain = float(_env_map(consumer["environment"])["TZPUSH_SHUTDOWN__TIMEOUT_S"])
     assert consumer["stop_grace_period"] == "30s" and drain < 30
     # The API: published on loopback only, bound to all addresses inside its container, its
     # health check on its own port's /healthz.

@@ -76,7 +76,7 @@ def test_due_minutes_are_whole_minutes_at_least_the_lead_ahead():
 
 
 def test_check_settings_flags_grace_not_above_lead():
-    s = Settings.load(creator={"lead_seconds": 400})
+    s = Settings.load(wakeup={"lead_seconds": 400})
     bad = [c for c in check_settings(s) if c.status == "fail"]
     assert [c.name for c in bad] == ["category safety"]  # grace 300 s
     assert "LEAD_SECONDS" in bad[0].fix

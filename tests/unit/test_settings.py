@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ops.settings_doc import rows
-from shared.settings import Settings, SettingsError
+from shared.settings import MOVED, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,20 +107,83 @@ def test_unknown_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings.load()
 
 
-def test_cli_prints_settings_errors_and_exits_2(tmp_path: Path) -> None:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "TZPUSH_STOMP__PORT": "0",
-        "TZPUSH_EXPO__ACCESS_TOKEN": "tok-123",
-    }
-    proc = subprocess.run(
+def _services_status(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``tzpush services status`` run with only ``env`` (and a PATH) for settings."""
+    return subprocess.run(
         [sys.executable, "-m", "ops.cli", "services", "status"],
         capture_output=True,
         text=True,
-        env=env,
+        env={"PATH": "/usr/bin:/bin", **env},
         cwd=ROOT,
         timeout=60,
     )
+
+
+def test_the_settings_several_roles_read_have_groups_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {
+        "TZPUSH_WAKEUP__LEAD_SECONDS": "3",
+        "TZPUSH_WAKEUP__WINDOW_SECONDS": "30",
+        "TZPUSH_OUTCOMES__RECEIPTS_DELAY_S": "60",
+        "TZPUSH_OUTCOMES__MAX_TOKEN_FAILURES": "5",
+        "TZPUSH_SHUTDOWN__TIMEOUT_S": "10",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s = Settings.load()
+    assert (s.wakeup.lead_seconds, s.wakeup.window_seconds) == (3, 30)
+    assert (s.outcomes.receipts_delay_s, s.outcomes.max_token_failures) == (60, 5)
+    assert s.shutdown.timeout_s == 10
+
+
+@pytest.mark.parametrize(("group", "field"), sorted(MOVED))
+def test_a_setting_under_its_old_name_is_refused_naming_the_new_one(
+    monkeypatch: pytest.MonkeyPatch, group: str, field: str
+) -> None:
+    old = f"TZPUSH_{group.upper()}__{field.upper()}"
+    monkeypatch.setenv(old, "3")
+    with pytest.raises(SettingsError, match=f"{old}: moved: set {MOVED[group, field]} instead"):
+        Settings.load()
+
+
+def test_an_old_name_in_the_dotenv_file_is_refused_too(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("TZPUSH_CREATOR__WAKEUP_WINDOW_SECONDS=30\n")
+    with pytest.raises(
+        SettingsError,
+        match="TZPUSH_CREATOR__WAKEUP_WINDOW_SECONDS: moved: set TZPUSH_WAKEUP__WINDOW_SECONDS",
+    ):
+        Settings.load()
+
+
+def test_every_moved_setting_names_a_setting_that_exists() -> None:
+    env_names = {env for env, _, _ in rows()}
+    assert set(MOVED.values()) <= env_names
+    assert not {f"TZPUSH_{g.upper()}__{f.upper()}" for g, f in MOVED} & env_names
+
+
+def test_the_cli_refuses_an_old_name_at_start_and_names_the_new_one(tmp_path: Path) -> None:
+    proc = _services_status({"TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S": "25"})
+    assert proc.returncode == 2
+    assert (
+        "TZPUSH_CONSUMER__SHUTDOWN_TIMEOUT_S: moved: set TZPUSH_SHUTDOWN__TIMEOUT_S" in proc.stderr
+    )
+
+
+def test_the_creator_and_the_consumer_read_no_group_of_the_other() -> None:
+    """Each role reads its own group and the common ones; what two roles share is a group of
+    its own (``wakeup``, ``outcomes``, ``shutdown``)."""
+    foreign = {"creator": r"\.(consumer|api)\.[a-z_]+", "consumer": r"\.(creator|api)\.[a-z_]+"}
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for role, pattern in foreign.items()
+        for path in sorted((ROOT / role).rglob("*.py"))
+        for m in re.finditer(pattern, path.read_text())
+    ]
+    assert found == []
+
+
+def test_cli_prints_settings_errors_and_exits_2(tmp_path: Path) -> None:
+    proc = _services_status({"TZPUSH_STOMP__PORT": "0", "TZPUSH_EXPO__ACCESS_TOKEN": "tok-123"})
     assert proc.returncode == 2
     assert "TZPUSH_STOMP__PORT" in proc.stderr
     assert "tok-123" not in proc.stderr + proc.stdout

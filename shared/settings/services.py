@@ -1,0 +1,130 @@
+"""The services a process talks to: MongoDB (the truth), the STOMP broker (the timing) and
+Expo's push API (or the local fake). Every role reads these."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from shared.settings.base import Group, is_loopback
+
+
+class MongoSettings(Group):
+    """Where the source of truth lives."""
+
+    uri: SecretStr = Field(
+        default=SecretStr("mongodb://127.0.0.1:27017/?directConnection=true"),
+        description="MongoDB connection string (may hold credentials, so it is never printed)",
+    )
+    database: str = Field(default="tzpush", description="database name")
+    timeout_ms: int = Field(
+        default=5000, ge=100, le=600_000, description="server selection / socket timeout"
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_scheme(cls, v: SecretStr) -> SecretStr:
+        raw = v.get_secret_value()
+        if not raw.startswith(("mongodb://", "mongodb+srv://")):
+            raise ValueError("must start with mongodb:// or mongodb+srv://")
+        problem = _mongo_uri_problem(raw)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
+def _mongo_uri_problem(uri: str) -> str | None:
+    """What the driver would refuse in ``uri`` (hosts, ports, options), without any I/O: a
+    ``mongodb+srv://`` name is not looked up, only its shape is checked. Never echoes the URI
+    (it may hold a password)."""
+    from pymongo import uri_parser  # only when a URI is set: most commands never need it
+
+    srv = uri.startswith("mongodb+srv://")
+    plain = "mongodb://" + uri.removeprefix("mongodb+srv://") if srv else uri
+    try:
+        parsed = uri_parser.parse_uri(plain)
+    except Exception as exc:  # InvalidURI, ConfigurationError, ValueError: all say what
+        return f"not a valid connection string: {str(exc).splitlines()[0][:160]}"
+    if srv and (
+        len(parsed["nodelist"]) != 1
+        or ":" in uri.removeprefix("mongodb+srv://").split("/")[0].rsplit("@", 1)[-1]
+    ):
+        return "a mongodb+srv:// connection string names one host name, without a port"
+    return None
+
+
+class StompSettings(Group):
+    """The broker that holds the timing (ActiveMQ Classic with schedulerSupport)."""
+
+    host: str = Field(default="127.0.0.1", description="broker host")
+    port: int = Field(default=61613, ge=1, le=65535, description="broker STOMP port")
+    login: str | None = Field(default=None, description="STOMP login (optional)")
+    passcode: SecretStr | None = Field(default=None, description="STOMP passcode (optional)")
+    queue_prefix: str = Field(default="tzpush", description="queues are <prefix>.<category>")
+    heartbeat_ms: int = Field(
+        default=10000, ge=0, le=3_600_000, description="STOMP heart-beat both ways"
+    )
+    use_ssl: bool = Field(default=False, description="TLS to the broker (Amazon MQ: true)")
+    signing_key: SecretStr | None = Field(
+        default=None,
+        description=(
+            "HMAC key that signs wake-ups (creators) and authenticates them (consumers): "
+            "required unless the broker is on loopback"
+        ),
+    )
+
+    @field_validator("signing_key")
+    @classmethod
+    def _key(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value()) < 16:
+            raise ValueError(
+                "must be at least 16 characters (use a random one: openssl rand -hex 32)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _key_off_loopback(self) -> StompSettings:
+        # Anyone who reaches a shared broker could otherwise send any pending push to any
+        # token through the project's Expo credentials: only a loopback broker may go unsigned.
+        if self.signing_key is None and not is_loopback(self.host):
+            raise ValueError(
+                f"the broker {self.host!r} is not on loopback: set TZPUSH_STOMP__SIGNING_KEY "
+                "(the same random key for every creator and consumer) so wake-ups are signed"
+            )
+        return self
+
+    @field_validator("queue_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", v):
+            raise ValueError(f"{v!r} is not a valid queue prefix (letters, digits, . _ -)")
+        return v
+
+
+class ExpoSettings(Group):
+    """Expo's push API (or the local fake)."""
+
+    base_url: str = Field(default="http://127.0.0.1:8765", description="Expo host")
+    access_token: SecretStr | None = Field(default=None, description="Expo access token")
+    rate_per_second: float = Field(
+        default=600.0, gt=0, le=1_000_000, description="client-side send limit"
+    )
+    concurrency: int = Field(default=6, ge=1, le=64, description="requests in flight")
+    timeout_s: float = Field(default=10.0, gt=0, le=600, description="HTTP timeout per request")
+    max_retries: int = Field(
+        default=8,
+        ge=0,
+        le=20,
+        description=(
+            "retries on 429, 5xx and connections refused (8: about 90 s of back-off before "
+            "failed); never after Expo may have accepted a chunk"
+        ),
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} must start with http:// or https://")
+        return v.rstrip("/")
