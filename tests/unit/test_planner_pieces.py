@@ -136,7 +136,7 @@ def wakeup(n: int, due_in_s: float, category: str = "meal") -> WakeUp:
 def test_a_wakeup_is_scheduled_lead_before_its_first_due_instant_and_at_once_when_late() -> None:
     broker = RecordingBroker()
     pub = publisher(broker)
-    lead = pub.ctx.settings.creator.lead_seconds
+    lead = pub.ctx.settings.wakeup.lead_seconds
     progress: list[int] = []
     ws = [wakeup(1, 600), wakeup(2, 1), wakeup(3, -30, "mood")]
     assert pub.send(ws, progress.append) == ws
