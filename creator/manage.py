@@ -21,8 +21,9 @@ from pymongo.errors import DuplicateKeyError
 
 from creator.planner import PassReport, Planner
 from shared.domain.backoff import compute_backoff
+from shared.domain.intent import REMINDER_CHANGED
 from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
-from shared.domain.messages import Doc, Status, terminal_update
+from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of
 from shared.domain.validation import (
     category_problem,
@@ -35,7 +36,7 @@ from shared.domain.validation import (
 from shared.errors import ConflictError, InputError, NotFoundError, TransientError
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.store import erasure, tokens
+from shared.store import erasure, reminders, tokens
 from shared.store.intent import record_changes
 from shared.store.partitions import watermarks
 
@@ -130,6 +131,7 @@ class Manager:
             and existing.get("timezone") != sets["timezone"]
         ):
             why = f"user time zone changed to {sets['timezone']}"
+            written: dict[str, int] = {}
             for r in self.db[dbm.REMINDERS].find({"userId": user_id, "isDeleted": False}):
                 # The zone is written: a reminder that cannot be moved now must not stop the
                 # others (a resend finds the zone unchanged and moves none). One erased since
@@ -137,12 +139,17 @@ class Manager:
                 # version at the stored zone's instants each time (``_zones``), and the
                 # consumer cancels what is left at send ("reminder changed").
                 try:
-                    self.supersede_current(r, existing, why)
+                    replaced = self.supersede_current(r, existing, why)
+                    written[str(r["_id"])] = next_version(replaced)
                 except (NotFoundError, ConflictError) as exc:
                     log.warning("reminder %s not moved to the new zone: %s", r["_id"], exc)
+            record_changes(self.db, [user_id], self.now)
+            self.planner.plan_users([user_id])
+            self.settle(user_id, written)
+            return user
         record_changes(self.db, [user_id], self.now)
         self.planner.plan_users([user_id])
-        return user or {}
+        return user
 
     def user_sets(
         self,
@@ -238,9 +245,10 @@ class Manager:
 
         fields_of(old)  # a bad value is refused before anything is written
         user = self.get_user(old["userId"])
-        self.supersede_current(old, user, "reminder changed", fields_of)
+        replaced = self.supersede_current(old, user, "reminder changed", fields_of)
         record_changes(self.db, [old["userId"]], self.now)
         self.planner.plan_users([old["userId"]], reminders=[reminder_id])
+        self.settle(old["userId"], {reminder_id: next_version(replaced)})
         return self._get_reminder(reminder_id)
 
     def remove_reminder(self, reminder_id: str) -> Doc:
@@ -382,18 +390,7 @@ class Manager:
         cancelled the first's at send ("reminder changed")."""
         now = self.now
         record_changes(self.db, [old["userId"]], now)
-        seen = old.get("version", 1)
-        if "version" not in old:  # version 1 (as read everywhere), or $inc would make it 1 again
-            self.db[dbm.REMINDERS].update_one(
-                {"_id": old["_id"], "version": {"$exists": False}}, {"$set": {"version": 1}}
-            )
-        # The version read of the reminder read: a user erased and created again may have put
-        # a new reminder under the same id since, at version 1 again (another ``createdAt``).
-        bumped = self.db[dbm.REMINDERS].update_one(
-            {"_id": old["_id"], "version": seen, "createdAt": old.get("createdAt")},
-            {"$set": {**(extra or {}), "updatedAt": now}, "$inc": {"version": 1}},
-        )
-        if not bumped.matched_count:
+        if reminders.compare_and_set(self.db, old, extra or {}, now) is None:
             log.info("reminder %s changed meanwhile: read again", old["_id"])
             return False
         # Up to the end of a window in progress too: a pass that died (or is running) before its
@@ -403,7 +400,7 @@ class Manager:
         ).get(old["userId"])
         if until is None:
             return True
-        max_grace = max(c.grace_seconds for c in self.settings.categories.values())
+        max_grace = self._max_grace()
         instants = sorted(
             {
                 o.at
@@ -422,18 +419,40 @@ class Manager:
             return True
         # Only versions up to the one replaced: a pass that saw this change (after the bump) may
         # already have planned the new version at these instants (``Planner._replan_changed``).
-        res = self.db[dbm.MESSAGES].update_many(
-            {
-                "scheduledAt": {"$in": instants},
-                "status": Status.PENDING.value,
-                "isDeleted": False,
-                "reminderId": old["_id"],
-                "reminderVersion": {"$not": {"$gt": int(old.get("version", 1))}},
-            },
-            {"$set": terminal_update(Status.CANCELLED, reason, now)},
+        n = reminders.cancel_at(
+            self.db, old["_id"], int(old.get("version", 1)), instants, reason, now
         )
-        log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, res.modified_count)
+        log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, n)
         return True
+
+    def settle(self, user_id: str, written: Mapping[str, int]) -> None:
+        """After a change wrote these reminder versions and planned them: for each reminder
+        stored at another version now (a later change got in), whatever is pending of an older
+        version ends ``cancelled`` and the stored version is planned; again until the version
+        planned is the one stored. Then exactly the stored version's occurrences are pending,
+        whatever the order in which concurrent changes' plannings inserted."""
+        want = dict(written)
+        for _ in range(SUPERSEDE_TRIES):
+            if not want:
+                return
+            moved = {
+                rid: v for rid, v in reminders.versions(self.db, want).items() if v != want[rid]
+            }
+            if not moved:
+                return
+            now = self.now
+            since = now - dt.timedelta(seconds=self._max_grace())
+            for rid, version in sorted(moved.items()):
+                n = reminders.cancel_versions_before(
+                    self.db, user_id, rid, version, since, REMINDER_CHANGED, now
+                )
+                log.info("reminder %s changed meanwhile: %d pending of older versions", rid, n)
+            self.planner.plan_users([user_id], reminders=sorted(moved))
+            want = moved
+        log.warning("reminders %s kept changing while this change was planned", sorted(want))
+
+    def _max_grace(self) -> int:
+        return max(c.grace_seconds for c in self.settings.categories.values())
 
     def undo_if_erased(
         self,
@@ -552,6 +571,11 @@ class Manager:
                     f"no reminder {old['_id']!r} of user {owner!r}: removed meanwhile"
                 )
         raise reminder_busy(old["_id"])
+
+
+def next_version(replaced: Mapping[str, Any]) -> int:
+    """The version a change writes over the version ``replaced`` (1 when missing)."""
+    return int(replaced.get("version", 1)) + 1
 
 
 def user_update(user_id: str, sets: Doc) -> Doc:

@@ -38,6 +38,7 @@ from creator.manage import (
     check_same_user,
     erased_meanwhile,
     new_reminder,
+    next_version,
     reminder_busy,
     user_update,
 )
@@ -170,6 +171,7 @@ def _put_once(
         read = erasure.incarnations_of({user_id: user})
         if m.undo_if_erased(report, read=read, reminders={user_id: [reminder_id]}):
             raise erased_meanwhile(user_id)
+        m.settle(user_id, {reminder_id: 1})
         return Done(doc, "created")
     _check_owner(existing, user_id, reminder_id)
     revived = bool(existing.get("isDeleted"))
@@ -182,6 +184,7 @@ def _put_once(
         return None
     record_changes(m.db, [user_id], m.now)
     m.planner.plan_users([user_id], reminders=[reminder_id])
+    m.settle(user_id, {reminder_id: next_version(existing)})
     stored = coll.find_one({"_id": reminder_id})
     # Erased since the write (the erasure removed the reminder), perhaps created again and the id
     # put by the new person: nothing of this change is left to answer with (the planning ended
@@ -206,13 +209,16 @@ def apply(m: Manager, items: Sequence[Item]) -> list[Outcome]:
     """Apply ``items`` as if one after the other; one outcome per item, in order."""
     if not items:
         return []
-    if _repeats(items) or _reminder_before_its_user(items):
+    ordered = _repeats(items) or _reminder_before_its_user(items)
+    ids = {it.user_id for it in items}
+    users: dict[str, Doc] = {}
+    if not ordered:
+        users = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": sorted(ids)}})}
+    if ordered or _zone_change_after_login(items, users):
         done = [_one(m, it) for it in items]  # each single call looks for an erasure itself
         _plan(m, items, done, set())
         return done
     out: list[Outcome | None] = [None] * len(items)
-    ids = {it.user_id for it in items}
-    users = {d["_id"]: d for d in m.db[dbm.USERS].find({"_id": {"$in": sorted(ids)}})}
     to_plan: set[str] = set()  # users with a new registration, reminder or setting
     to_stamp: set[str] = set()  # existing users whose settings changed
     later: list[tuple[int, Callable[..., Done], tuple[Any, ...]]] = []  # single calls, at the end
@@ -676,6 +682,22 @@ def _reminder_before_its_user(items: Sequence[Item]) -> bool:
             seen.add(it.user_id)
         elif isinstance(it, UserChange) and it.user_id in seen:
             return True
+    return False
+
+
+def _zone_change_after_login(items: Sequence[Item], users: Mapping[str, Doc]) -> bool:
+    """Whether a new time zone for an existing user (``users``: as stored) comes after a login.
+    The bulk path applies the users first, and a zone change plans the user's registrations at
+    once: a login before it may take one of them over (another user on the install), and
+    nothing may be planned for a registration it deactivated."""
+    login = False
+    for it in items:
+        if isinstance(it, Login):
+            login = True
+        elif login and isinstance(it, UserChange) and it.timezone is not None:
+            stored = users.get(it.user_id)
+            if stored is not None and stored.get("timezone") != it.timezone:
+                return True
     return False
 
 
