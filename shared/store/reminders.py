@@ -126,6 +126,11 @@ def delete_of_user(database: Database[Doc], user_id: str) -> int:
     return int(database[dbm.REMINDERS].delete_many({"userId": user_id}).deleted_count)
 
 
+def insert_many(database: Database[Doc], docs: list[Doc]) -> set[int]:
+    """Insert new reminders (unordered); the positions of those refused (their id was taken)."""
+    return dbm.insert_refused(database[dbm.REMINDERS], docs)
+
+
 def get_many(database: Database[Doc], reminder_ids: Collection[str]) -> dict[str, Doc]:
     """Those of these reminders that exist, by id."""
     flt = {"_id": {"$in": sorted(reminder_ids)}}
