@@ -76,7 +76,9 @@ def apply(w: Writers, items: Sequence[Item]) -> list[Outcome]:
         record_changes(w.db, to_stamp, w.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
     report = _plan(w, items, outcomes, to_plan, _held(items, outcomes, inserted))
-    return _undo_if_erased(w, items, outcomes, report, read, {i for i, _, _ in later})
+    alone = {i for i, _, _ in later}
+    w.versions.settle(_created_reminders(items, outcomes, alone))
+    return _undo_if_erased(w, items, outcomes, report, read, alone)
 
 
 def register_tokens(w: Writers, logins: Sequence[Login]) -> list[Outcome]:
@@ -91,6 +93,21 @@ def one(w: Writers, it: Item) -> Outcome:
     if isinstance(it, Login):
         return guard(w.logins.login, it)
     return guard(w.reminders.put, it.user_id, it.reminder_id, it.spec)
+
+
+def _created_reminders(
+    items: Sequence[Item], outcomes: Sequence[Outcome], alone: Collection[int]
+) -> dict[tuple[str, str], int]:
+    """The reminders the bulk path created (version 1), by user and reminder id: settled after
+    the batch's planning as a single call settles its own (``ReminderVersions.settle``)."""
+    return {
+        (it.user_id, it.reminder_id): 1
+        for i, (it, o) in enumerate(zip(items, outcomes, strict=True))
+        if i not in alone
+        and isinstance(it, ReminderPut)
+        and isinstance(o, Done)
+        and o.change == "created"
+    }
 
 
 def _first_read(

@@ -170,7 +170,7 @@ class ReminderWriter:
         """Stamp the change log, plan the reminder, and settle it at ``version``."""
         record_changes(self.ctx.db, [user_id], self.ctx.now)
         report = self.ctx.planner.plan_users([user_id], reminders=[reminder_id])
-        self.versions.settle(user_id, {reminder_id: version})
+        self.versions.settle({(user_id, reminder_id): version})
         return report
 
     def put(

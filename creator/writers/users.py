@@ -56,20 +56,20 @@ class UserWriter:
         user = user_store.upsert(ctx.db, it.user_id, update, create="timezone" in sets)
         if user is None:
             raise erased_meanwhile(it.user_id)
-        written: dict[str, int] = {}
+        written: dict[tuple[str, str], int] = {}
         zone = sets.get("timezone")
         if existing is not None and zone is not None and existing.get("timezone") != zone:
             written = self._move(it.user_id, existing, zone)
         record_changes(ctx.db, [it.user_id], ctx.now)
         ctx.planner.plan_users([it.user_id])
-        self.versions.settle(it.user_id, written)
+        self.versions.settle(written)
         return user
 
-    def _move(self, user_id: str, existing: Doc, zone: str) -> dict[str, int]:
+    def _move(self, user_id: str, existing: Doc, zone: str) -> dict[tuple[str, str], int]:
         """Every reminder of the user to a new version (its pending messages end); the
-        versions written, by reminder id."""
+        versions written, by user and reminder id."""
         why = f"user time zone changed to {zone}"
-        written: dict[str, int] = {}
+        written: dict[tuple[str, str], int] = {}
         for r in reminder_store.of_user(self.ctx.db, user_id):
             # The zone is written: a reminder that cannot be moved now must not stop the
             # others (a resend finds the zone unchanged and moves none). One erased since
@@ -78,7 +78,7 @@ class UserWriter:
             # what is left at send ("reminder changed").
             try:
                 replaced = self.versions.supersede_current(r, existing, why)
-                written[str(r["_id"])] = next_version(replaced)
+                written[(user_id, str(r["_id"]))] = next_version(replaced)
             except (NotFoundError, ConflictError) as exc:
                 log.warning("reminder %s not moved to the new zone: %s", r["_id"], exc)
         return written

@@ -115,29 +115,35 @@ class ReminderVersions:
                 )
         raise reminder_busy(old["_id"])
 
-    def settle(self, user_id: str, written: Mapping[str, int]) -> None:
-        """After a change wrote these reminder versions and planned them: for each reminder
-        stored at another version now (a later change got in), whatever is pending of an older
-        version ends ``cancelled`` and the stored version is planned; again until the version
-        planned is the one stored. Then exactly the stored version's occurrences are pending,
-        whatever the order in which concurrent changes' plannings inserted."""
+    def settle(self, written: Mapping[tuple[str, str], int]) -> None:
+        """After a change wrote these reminder versions (by user and reminder id) and planned
+        them: for each reminder stored at another version now (a later change got in), whatever
+        is pending of an older version ends ``cancelled`` and the stored version is planned;
+        again until the version planned is the one stored. Then exactly the stored version's
+        occurrences are pending, whatever the order in which concurrent changes' plannings
+        inserted. One read when no other change got in."""
         ctx = self.ctx
         want = dict(written)
         for _ in range(SUPERSEDE_TRIES):
             if not want:
                 return
-            stored = reminder_store.versions(ctx.db, want)
-            moved = {rid: v for rid, v in stored.items() if v != want[rid]}
+            stored = reminder_store.versions(ctx.db, {rid for _, rid in want})
+            moved = {
+                (uid, rid): stored[rid]
+                for (uid, rid), v in want.items()
+                if rid in stored and stored[rid] != v
+            }
             if not moved:
                 return
             now = ctx.now
             since = now - dt.timedelta(seconds=ctx.max_grace())
-            for rid, version in sorted(moved.items()):
+            for (uid, rid), version in sorted(moved.items()):
                 n = reminder_store.cancel_versions_before(
-                    ctx.db, user_id, rid, version, since, REMINDER_CHANGED, now
+                    ctx.db, uid, rid, version, since, REMINDER_CHANGED, now
                 )
                 log.info("reminder %s changed meanwhile: %d pending of older versions", rid, n)
-            ctx.planner.plan_users([user_id], reminders=sorted(moved))
+            users = sorted({uid for uid, _ in moved})
+            ctx.planner.plan_users(users, reminders=sorted(rid for _, rid in moved))
             want = moved
         log.warning("reminders %s kept changing while this change was planned", sorted(want))
 
