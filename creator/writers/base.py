@@ -24,7 +24,7 @@ class _Item(Protocol):
     def user_id(self) -> str: ...
 
 
-Item = TypeVar("Item", bound=_Item)
+ItemT = TypeVar("ItemT", bound=_Item)
 V = TypeVar("V")
 
 UNREAD: Any = object()  # no ``born`` given: a call's own read of the user is the first
@@ -57,12 +57,12 @@ class Batch:
     user_ready: Callable[[int, str], bool]
 
     def checked(
-        self, items: Iterable[tuple[int, Item]], check: Callable[[Item], V]
-    ) -> list[tuple[int, Item, V]]:
+        self, items: Iterable[tuple[int, ItemT]], check: Callable[[ItemT], V]
+    ) -> list[tuple[int, ItemT, V]]:
         """Each item with ``check(item)``; an item whose check fails, or whose user does not
         exist by then (neither stored nor created by an earlier item), is answered with the
         error instead."""
-        todo: list[tuple[int, Item, V]] = []
+        todo: list[tuple[int, ItemT, V]] = []
         for i, it in items:
             try:
                 value = check(it)

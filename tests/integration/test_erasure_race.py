@@ -316,7 +316,6 @@ def _create_racing(
     """The creation ``path`` for ``tash`` (a login or a reminder, through the API's batch or
     the CLI), with ``action`` run just before its insert: it must be answered 404."""
     from creator import upserts
-    from creator.writers import reminders as reminder_writer
     from shared.errors import NotFoundError
     from shared.store import db as store_db
     from shared.store import tokens as tokens_mod
