@@ -30,7 +30,7 @@ from api.manage import ApiManager
 from api.models import ApiModel
 from api.probes import DatabaseProbe
 from api.problems import InvalidField, Problem
-from creator import upserts
+from creator.writers import batch as bulk
 from shared.errors import TzpushError
 from shared.settings import Settings
 from shared.store import db as dbm
@@ -165,8 +165,8 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
     with open_planner(settings) as planner:
         ensure_api_indexes(planner.db)
         manager = ApiManager(planner.db, planner, settings)
-        logins: Coalescer[upserts.Login, upserts.Outcome] = Coalescer(
-            lambda batch: upserts.register_tokens(manager, batch),
+        logins: Coalescer[bulk.Login, bulk.Outcome] = Coalescer(
+            lambda batch: bulk.register_tokens(manager, batch),
             max_waiting=settings.api.login_queue,
             name="api-logins",
         )

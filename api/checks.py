@@ -26,13 +26,13 @@ from shared.domain.validation import (
     validate_expo_token,
     validate_payload,
 )
+from shared.domain.weekdays import WEEKDAYS
 from shared.errors import InputError
 from shared.instants import parse_instant
 
 MAX_DATA_DEPTH = 16
 T = TypeVar("T")
 INT64 = 2**63
-WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MAX_TEXT = 4096
 ID_PATTERN = r"^[^\s/]{1,128}$"
 """What the OpenAPI document says of ids; ``check_id`` is the rule (printable, no space, no

@@ -3,8 +3,8 @@
 Every write costs the database here a commit (about 10 ms with its log synced on commit), and
 concurrent writers queue for it: 20 clients each logging in one device at a time wait for 20
 commits in turn. ``Coalescer`` hands each request's item to one worker thread, which takes
-everything waiting (up to ``max_batch``) and applies it in one call (``creator.upserts``), so a
-burst of logins pays a few commits in all. A lone request is applied at once (no waiting for
+everything waiting (up to ``max_batch``) and applies it in one call (``creator.writers.batch``),
+so a burst of logins pays a few commits in all. A lone request is applied at once (no waiting for
 company); each caller gets its own outcome, or its own exception: never a batch-mate's bug, and
 never a wait without end. A caller awaits its future on the event loop (``asyncio.wrap_future``):
 one that stops waiting before its item is taken is not applied, and does not stop the others.

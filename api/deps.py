@@ -24,7 +24,7 @@ from api.keys import KeyRing, Principal
 from api.limits import RateLimiter
 from api.manage import ApiManager
 from api.problems import ApiProblem
-from creator import upserts
+from creator.writers import batch as bulk
 from shared.domain.messages import Doc
 from shared.errors import TzpushError
 from shared.settings import Settings
@@ -38,23 +38,23 @@ class Backend:
     idempotency: IdempotencyStore
     limiter: RateLimiter = field(default_factory=RateLimiter)
     # Concurrent logins written together (api.coalesce); None: each on its own.
-    logins: Coalescer[upserts.Login, upserts.Outcome] | None = None
+    logins: Coalescer[bulk.Login, bulk.Outcome] | None = None
 
     @property
     def db(self) -> Database[Doc]:
         return self.manager.db
 
     async def login(self, user_id: str, device_id: str, token: str) -> Doc:
-        """A login (``creator.upserts.register_tokens``), with whatever logins arrive with it.
+        """A login (``creator.writers.batch.register_tokens``), with whatever logins arrive with it.
 
         Awaited on the event loop, not on a worker thread: the request waits for the
         coalescer's answer without holding a thread, nor handing over to one and back."""
-        login = upserts.Login(user_id, device_id, token)
+        login = bulk.Login(user_id, device_id, token)
         if self.logins is not None:
             outcome = await asyncio.wrap_future(self.logins.submit(login))
         else:
             outcome = await run_in_threadpool(
-                lambda: upserts.register_tokens(self.manager, [login])[0]
+                lambda: bulk.register_tokens(self.manager, [login])[0]
             )
         if isinstance(outcome, TzpushError):
             raise outcome

@@ -1,15 +1,15 @@
 """The management code under the API: ``creator.manage.Manager`` plus what HTTP needs of it.
 
-Everything that changes a user's intent goes through the Manager's own steps (the intent-change
-stamp, cancelling what no longer holds, re-planning at once), so the API and the CLI have the
-same semantics. The API adds:
+Everything that changes a user's intent goes through the writers of ``creator.writers`` (the
+intent-change stamp, cancelling what no longer holds, re-planning at once), so the API, a batch
+item and the CLI have the same semantics. The API adds:
 
 - ``put_reminder``: a reminder under a client-chosen id, created or replaced
-  (``creator.upserts.put_reminder``, also what ``POST /v1/batch`` uses): the same content again
-  changes nothing, so a PUT sent twice is harmless; an id another user holds is a conflict.
+  (``ReminderWriter.put``, also what ``POST /v1/batch`` uses): the same content again changes
+  nothing, so a PUT sent twice is harmless; an id another user holds is a conflict.
 - ``patch_reminder``: the stored reminder with some fields changed, through ``put_reminder``.
-- ``logout`` and ``erase_user``: ``creator.accounts`` (also ``tzpush tokens logout`` and
-  ``tzpush users erase``).
+- ``logout`` and ``erase_user``: the login and erasure writers (also ``tzpush tokens logout``
+  and ``tzpush users erase``).
 
 """
 
@@ -22,11 +22,11 @@ from typing import Any
 
 from api.checks import payload_problem
 from api.problems import ApiProblem, field_error, invalid
-from creator import accounts, upserts
-from creator.manage import Manager, stored_content
-from creator.upserts import ReminderSpec
+from creator.manage import Manager
+from creator.writers.erasure import Erased
+from creator.writers.reminders import ReminderSpec, stored_content
 from shared.domain.messages import Doc
-from shared.store import db as dbm
+from shared.store import reminders as reminder_store
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class ApiManager(Manager):
 
     def owned_reminder(self, user_id: str, reminder_id: str, *, deleted: bool = False) -> Doc:
         """The user's reminder, or 404 (another user's reminder is not visible here)."""
-        doc = self.db[dbm.REMINDERS].find_one({"_id": reminder_id})
+        doc = reminder_store.get(self.db, reminder_id)
         if doc is None or doc.get("userId") != user_id or (doc.get("isDeleted") and not deleted):
             raise ApiProblem(404, f"no reminder {reminder_id!r} for user {user_id!r}")
         return doc
@@ -55,14 +55,14 @@ class ApiManager(Manager):
         *,
         patch: Callable[[Doc], ReminderSpec] | None = None,
     ) -> tuple[Doc, bool]:
-        """Create or replace (``creator.upserts.put_reminder``); returns the stored reminder and
+        """Create or replace (``ReminderWriter.put``); returns the stored reminder and
         whether it was created. A payload over Expo's limit names its field."""
         too_big = payload_problem(spec.title, spec.body, spec.data)
         if too_big is not None:
             self.get_user(user_id)  # an unknown user is a 404 before a bad body is a 422
             name = "data" if spec.data else "body" if spec.body else "title"
             raise invalid([field_error(name, too_big)])
-        done = upserts.put_reminder(self, user_id, reminder_id, spec, patch=patch)
+        done = self.reminders.put(user_id, reminder_id, spec, patch=patch)
         return done.doc, done.change == "created"
 
     def patch_reminder(self, user_id: str, reminder_id: str, changes: Mapping[str, Any]) -> Doc:
@@ -83,9 +83,9 @@ class ApiManager(Manager):
             self.remove_reminder(reminder_id)
 
     def logout(self, user_id: str, device_id: str) -> int:
-        """``creator.accounts.logout``."""
-        return accounts.logout(self, user_id, device_id)
+        """``LoginWriter.logout``."""
+        return self.logins.logout(user_id, device_id)
 
-    def erase_user(self, user_id: str) -> accounts.Erased:
-        """``creator.accounts.erase_user`` (docs/api.md, "Erasure")."""
-        return accounts.erase_user(self, user_id)
+    def erase_user(self, user_id: str) -> Erased:
+        """``ErasureWriter.erase`` (docs/api.md, "Erasure")."""
+        return self.erasure.erase(user_id)

@@ -2,7 +2,7 @@
 
 Each item is checked as its single resource checks it (``PUT /v1/users/{id}``,
 ``PUT .../devices/{id}``, ``PUT .../reminders/{id}``), then the batch is applied by
-``creator.upserts.apply``: as if item after item, in order (a user can be created and given
+``creator.writers.batch.apply``: as if item after item, in order (a user can be created and given
 devices and reminders in one batch), with the database's work done in a few bulk writes. Each
 item is answered with its own result: the status its single call would have given, the id, and
 for a refusal the problem (with its invalid fields). One bad item does not stop the others; the
@@ -31,7 +31,7 @@ from api.problems import (
     pydantic_field_error,
 )
 from api.routes_reminders import spec_of
-from creator import upserts
+from creator.writers import batch as bulk
 from shared.errors import TransientError
 
 router = APIRouter(tags=["batch"])
@@ -99,12 +99,12 @@ def _problem(status: int, detail: str, errors: list[dict[str, str]] | None = Non
     return Problem.model_validate(problem_body(status, detail, errors=errors or ()))
 
 
-def _item(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> upserts.Item:
+def _item(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> bulk.Item:
     """The item as the management code takes it, after the API's own check of the payload
     (under Expo's limit, naming the field): an ``ApiProblem`` if not."""
     if isinstance(item, BatchUser):
         u = item.user
-        return upserts.UserChange(
+        return bulk.UserChange(
             item.user_id,
             timezone=u.timezone,
             enabled=u.enabled,
@@ -113,22 +113,20 @@ def _item(b: Backend, item: BatchUser | BatchDevice | BatchReminder) -> upserts.
             daily_cap=u.daily_cap,
         )
     if isinstance(item, BatchDevice):
-        return upserts.Login(item.user_id, item.device_id, item.device.token)
+        return bulk.Login(item.user_id, item.device_id, item.device.token)
     r = item.reminder
     too_big = payload_problem(r.title, r.body, r.data)
     if too_big is not None:
         name = "data" if r.data else "body" if r.body else "title"
         raise invalid([field_error(f"reminder.{name}", too_big)])
-    return upserts.ReminderPut(item.user_id, item.reminder_id, spec_of(r))
+    return bulk.ReminderPut(item.user_id, item.reminder_id, spec_of(r))
 
 
-def _answer(
-    index: int, item: upserts.Item, outcome: upserts.Outcome, shown: str | None
-) -> BatchResult:
-    if isinstance(outcome, upserts.Done):
-        if isinstance(item, upserts.UserChange):
+def _answer(index: int, item: bulk.Item, outcome: bulk.Outcome, shown: str | None) -> BatchResult:
+    if isinstance(outcome, bulk.Done):
+        if isinstance(item, bulk.UserChange):
             return BatchResult(index=index, status=200, id=item.user_id)
-        if isinstance(item, upserts.Login):
+        if isinstance(item, bulk.Login):
             return BatchResult(index=index, status=200, id=item.device)
         status = 201 if outcome.change == "created" else 200
         return BatchResult(index=index, status=status, id=item.reminder_id)
@@ -155,7 +153,7 @@ def _shown(raw: Any) -> str | None:
     return raw_id if isinstance(raw_id, str) and len(raw_id) <= 128 else None
 
 
-def _checked(b: Backend, index: int, raw: Any) -> BatchResult | upserts.Item:
+def _checked(b: Backend, index: int, raw: Any) -> BatchResult | bulk.Item:
     """The item ready for the management code, or its refusal."""
     if not isinstance(raw, dict):
         detail = "an item must be an object with an op: user, device or reminder"
@@ -188,7 +186,7 @@ def batch(body: BatchIn, b: BackendDep, _: AppCaller) -> BatchOut:
     applied, and sending the whole batch again is safe (every item is an upsert)."""
     checked = [_checked(b, i, raw) for i, raw in enumerate(body.items)]
     todo = [(i, c) for i, c in enumerate(checked) if not isinstance(c, BatchResult)]
-    outcomes = upserts.apply(b.manager, [c for _, c in todo])
+    outcomes = bulk.apply(b.manager, [c for _, c in todo])
     results = [c for c in checked if isinstance(c, BatchResult)]
     for (i, item), outcome in zip(todo, outcomes, strict=True):
         results.append(_answer(i, item, outcome, _shown(body.items[i])))

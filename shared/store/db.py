@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 import pymongo
 from pymongo import ASCENDING, IndexModel
+from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import (
     AutoReconnect,
+    BulkWriteError,
     ConnectionFailure,
     NetworkTimeout,
     OperationFailure,
@@ -329,3 +331,13 @@ def server_clock(
     if at.tzinfo is None:  # a client opened without tz_aware: BSON dates are UTC
         at = at.replace(tzinfo=dt.UTC)
     return ServerClock(at, started + dt.timedelta(seconds=rtt / 2), rtt)
+
+
+def insert_refused(coll: Collection[Doc], docs: list[Doc]) -> set[int]:
+    """Insert ``docs`` (unordered); the positions of those the database refused on a unique
+    index (a concurrent writer took their id, device or token string)."""
+    try:
+        coll.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        return {int(e["index"]) for e in exc.details.get("writeErrors", [])}
+    return set()

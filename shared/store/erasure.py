@@ -125,7 +125,7 @@ def gone(users: Collection[str], read: Mapping[str, Any], found: Mapping[str, An
 def incarnations(database: Database[Doc], user_ids: Collection[str]) -> dict[str, Any]:
     """Those of these users that exist, each with its ``createdAt``: which user holds the id
     now. A user erased and created again under the same id is another one, with a later
-    ``createdAt``: a change that read the first compares (``Manager.undo_if_erased``).
+    ``createdAt``: a change that read the first compares (``ErasureWriter.undo_if_erased``).
     Lookups by id, ``LOOKUP`` at a time."""
     ids = sorted(u for u in user_ids if isinstance(u, str))
     found: dict[str, Any] = {}
@@ -134,3 +134,15 @@ def incarnations(database: Database[Doc], user_ids: Collection[str]) -> dict[str
         for d in database[dbm.USERS].find({"_id": {"$in": part}}, {"createdAt": 1}):
             found[d["_id"]] = d.get("createdAt")
     return found
+
+
+def planned_from(
+    database: Database[Doc], users: Collection[str], field: str, values: Collection[str]
+) -> dict[str, list[Any]]:
+    """The ids of the messages of these users whose ``field`` (``notificationTokenId`` or
+    ``reminderId``) is one of ``values``, by user."""
+    flt = {"userId": {"$in": sorted(users)}, field: {"$in": sorted(values)}}
+    ids: dict[str, list[Any]] = {}
+    for d in database[dbm.MESSAGES].find(flt, {"userId": 1}):
+        ids.setdefault(str(d["userId"]), []).append(d["_id"])
+    return ids

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
 
 from shared import metrics
 from shared.domain.messages import Doc
@@ -169,3 +171,42 @@ def apply_token_effects(
             )
             if r.modified_count:
                 failing.discard(e.token_id)
+
+
+def insert(database: Database[Doc], doc: Doc) -> bool:
+    """Insert a new registration; False when a unique index refused it (its device id or token
+    string is held by an active registration: a concurrent login won)."""
+    try:
+        database[dbm.TOKENS].insert_one(doc)
+    except DuplicateKeyError:
+        return False
+    return True
+
+
+def insert_many(database: Database[Doc], docs: list[Doc]) -> set[int]:
+    """Insert new registrations (unordered); the positions of those refused."""
+    return dbm.insert_refused(database[dbm.TOKENS], docs)
+
+
+def active_holding(
+    database: Database[Doc], devices: Collection[str], strings: Collection[str]
+) -> list[Doc]:
+    """The active registrations of any of these device ids or token strings (two indexed
+    lookups merged, as ``active_for``)."""
+    coll = database[dbm.TOKENS]
+    found = {
+        d["_id"]: d for d in coll.find({"deviceId": {"$in": sorted(devices)}, "isActive": True})
+    }
+    for d in coll.find({"token": {"$in": sorted(strings)}, "isActive": True}):
+        found.setdefault(d["_id"], d)
+    return list(found.values())
+
+
+def of_user(database: Database[Doc], user_id: str) -> list[Doc]:
+    """The user's registrations, oldest first."""
+    return list(database[dbm.TOKENS].find({"userId": user_id}).sort("createdAt", 1))
+
+
+def delete(database: Database[Doc], flt: dict[str, Any]) -> int:
+    """Delete the registrations matching ``flt`` (deactivated first: ``deactivate``)."""
+    return int(database[dbm.TOKENS].delete_many(flt).deleted_count)

@@ -17,6 +17,7 @@ from pymongo import monitoring
 
 from api.coalesce import Coalescer
 from creator import upserts
+from creator.writers.users import UserWriter
 from shared.store import db as dbm
 
 WRITES = ("insert", "update", "delete", "findAndModify")
@@ -214,7 +215,7 @@ def test_a_batch_plans_its_new_users_from_what_it_wrote_and_nothing_slips_betwee
     m = world.manager()
     world.planner().run_pass()
     raced: list[BaseException] = []
-    real = upserts._insert_users
+    real = UserWriter.insert_many
 
     def insert_users(*args: Any, **kw: Any) -> Any:
         try:  # another caller logs the new user in just before the users go in
@@ -223,12 +224,12 @@ def test_a_batch_plans_its_new_users_from_what_it_wrote_and_nothing_slips_betwee
             raced.append(exc)
         return real(*args, **kw)
 
-    upserts._insert_users = insert_users  # type: ignore[assignment]
+    UserWriter.insert_many = insert_users  # type: ignore[method-assign]
     try:
         with _W.recording():
             out = upserts.apply(m, _onboarding(3))
     finally:
-        upserts._insert_users = real  # type: ignore[assignment]
+        UserWriter.insert_many = real  # type: ignore[method-assign]
     assert all(isinstance(o, upserts.Done) for o in out)
     assert len(raced) == 1, "a login for a user not yet inserted must be refused"
     # Planned without reading back the reminders and registrations the batch wrote.
@@ -267,7 +268,7 @@ def test_logins_are_planned_from_the_registrations_they_wrote_and_the_user_read_
 def test_the_check_for_users_erased_meanwhile_reads_nothing_more_for_a_login(world):
     """A login batch of users with reminders reads its users three times: the batch's own read,
     the planning's, and the planning's look after its insert, which also serves the check for
-    users erased meanwhile (``Manager.undo_if_erased``)."""
+    users erased meanwhile (``ErasureWriter.undo_if_erased``)."""
     m = world.manager()
     world.planner().run_pass()
     upserts.apply(m, _onboarding(10))  # users with reminders: a login plans messages

@@ -328,6 +328,7 @@ def test_two_changes_of_one_reminder_at_once_keep_both_and_its_occurrence(
     (``put_reminder``) and its PATCH (``ApiManager.patch_reminder``)."""
     from api.manage import ApiManager
     from creator import upserts
+    from creator.writers import reminders as reminder_writer
 
     rids = seed_article_users(world)
     world.planner(clock=fixed_clock).run_pass()
@@ -348,14 +349,16 @@ def test_two_changes_of_one_reminder_at_once_keep_both_and_its_occurrence(
         monkeypatch.setattr(later, "get_user", first_changes_it(later.get_user))
         later.update_reminder(rid, title="Citramon, 1 tablet")
     elif second == "put":
-        monkeypatch.setattr(upserts, "_check_owner", first_changes_it(upserts._check_owner))
+        check = first_changes_it(reminder_writer._check_owner)
+        monkeypatch.setattr(reminder_writer, "_check_owner", check)
         spec = upserts.ReminderSpec(
             "medication", "Citramon", "18:00", offset_minutes=5, title="Citramon, 1 tablet"
         )
         upserts.put_reminder(later, "berlin", rid, spec)
     else:
         api = ApiManager(later.db, later.planner, later.settings)
-        monkeypatch.setattr(upserts, "_check_owner", first_changes_it(upserts._check_owner))
+        check = first_changes_it(reminder_writer._check_owner)
+        monkeypatch.setattr(reminder_writer, "_check_owner", check)
         api.patch_reminder("berlin", rid, {"title": "Citramon, 1 tablet"})
     assert done, "the first change did not run in between"
 
@@ -417,13 +420,14 @@ def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
     from api.manage import ApiManager
     from creator import upserts
     from creator.accounts import erase_user
+    from creator.writers import reminders as reminder_writer
     from shared.errors import NotFoundError
 
     rids = seed_article_users(world)
     world.planner(clock=fixed_clock).run_pass()
     other = world.manager()
     api = ApiManager(world.db, world.manager().planner, world.settings)
-    real = upserts._check_owner
+    real = reminder_writer._check_owner
     step: list[str] = []
 
     def before_the_write(action: Any) -> Any:
@@ -437,7 +441,7 @@ def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
 
     rid = rids["berlin"]
     monkeypatch.setattr(
-        upserts, "_check_owner", before_the_write(lambda: other.remove_reminder(rid))
+        reminder_writer, "_check_owner", before_the_write(lambda: other.remove_reminder(rid))
     )
     with pytest.raises(NotFoundError):
         api.patch_reminder("berlin", rid, {"title": "Citramon, 1 tablet"})
@@ -447,7 +451,7 @@ def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
     step.clear()
     rid = rids["tash"]
     monkeypatch.setattr(
-        upserts, "_check_owner", before_the_write(lambda: erase_user(other, "tash"))
+        reminder_writer, "_check_owner", before_the_write(lambda: erase_user(other, "tash"))
     )
     spec = upserts.ReminderSpec("medication", "Citramon", "18:00", title="Citramon, 1 tablet")
     with pytest.raises(NotFoundError):
@@ -456,13 +460,13 @@ def test_a_patch_racing_a_delete_or_an_erasure_is_a_404_and_brings_nothing_back(
     assert world.db[dbm.USERS].count_documents({"_id": "tash"}) == 0
 
     # A PUT creating a reminder, its user erased between its read of the user and its insert.
-    real_new = upserts.new_reminder
+    real_new = reminder_writer.new_reminder
 
     def erased_first(*a: Any) -> Any:
         erase_user(other, "ny")
         return real_new(*a)
 
-    monkeypatch.setattr(upserts, "new_reminder", erased_first)
+    monkeypatch.setattr(reminder_writer, "new_reminder", erased_first)
     with pytest.raises(NotFoundError):
         upserts.put_reminder(api, "ny", "ny-new", spec)
     assert world.db[dbm.REMINDERS].count_documents({"_id": "ny-new"}) == 0
@@ -480,7 +484,7 @@ def test_a_change_that_keeps_losing_the_race_gives_up_with_a_conflict(
     m = world.manager()
     rid = rids["berlin"]
     before = world.db[dbm.REMINDERS].find_one({"_id": rid})
-    real = m.supersede
+    real = m.versions.supersede
     tries: list[int] = []
 
     def another_change_first(old: Doc, *a: Any, **kw: Any) -> bool:
@@ -488,7 +492,7 @@ def test_a_change_that_keeps_losing_the_race_gives_up_with_a_conflict(
         world.db[dbm.REMINDERS].update_one({"_id": rid}, {"$inc": {"version": 1}})
         return real(old, *a, **kw)
 
-    monkeypatch.setattr(m, "supersede", another_change_first)
+    monkeypatch.setattr(m.versions, "supersede", another_change_first)
     with pytest.raises(ConflictError, match=rid):
         m.update_reminder(rid, title="never")
     assert len(tries) == manage.SUPERSEDE_TRIES
@@ -796,13 +800,11 @@ def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurre
         return step
 
     if inserted_at == "between-the-bump-and-the-cancel":
-        import creator.manage
+        from creator.writers import versions
 
-        monkeypatch.setattr(
-            creator.manage, "watermarks", let_the_pass_insert_then(creator.manage.watermarks)
-        )
+        monkeypatch.setattr(versions, "watermarks", let_the_pass_insert_then(versions.watermarks))
     elif inserted_at == "after-the-cancel":
-        monkeypatch.setattr(m, "supersede", then_let_the_pass_insert(m.supersede))
+        monkeypatch.setattr(m.versions, "supersede", then_let_the_pass_insert(m.versions.supersede))
     else:
         monkeypatch.setattr(m.planner, "plan_users", let_the_pass_insert_then(m.planner.plan_users))
     planner = world.planner()

@@ -20,6 +20,10 @@ import pytest
 from creator.accounts import erase_user
 from creator.manage import Manager
 from creator.planner import PassReport, Planner
+from creator.writers import batch
+from creator.writers import reminders as reminder_writer
+from creator.writers.users import UserWriter
+from creator.writers.versions import ReminderVersions
 from shared.domain.plan import Doc
 from shared.store import db as dbm
 from shared.store import erasure
@@ -313,15 +317,16 @@ def _create_racing(
 ) -> None:
     """The creation ``path`` for ``tash`` (a login or a reminder, through the API's batch or
     the CLI), with ``action`` run just before its insert: it must be answered 404."""
-    import creator.manage
     from creator import upserts
     from shared.errors import NotFoundError
+    from shared.store import db as store_db
     from shared.store import tokens as tokens_mod
 
     m, fired = world.manager(), list[bool]()
     spec = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
     if path in ("api login", "batch reminder"):
-        monkeypatch.setattr(upserts, "_refused", _before_first(action, upserts._refused, fired))
+        hooked = _before_first(action, store_db.insert_refused, fired)
+        monkeypatch.setattr(store_db, "insert_refused", hooked)
         item: upserts.Item = (
             upserts.Login("tash", "tablet", "ExponentPushToken[tablet]")
             if path == "api login"
@@ -335,8 +340,8 @@ def _create_racing(
         with pytest.raises(NotFoundError):
             m.register_token("tash", device="tablet", token="ExponentPushToken[tablet]")
     else:
-        hooked = _before_first(action, creator.manage.new_reminder, fired)
-        monkeypatch.setattr(creator.manage, "new_reminder", hooked)
+        hooked = _before_first(action, reminder_writer.new_reminder, fired)
+        monkeypatch.setattr(reminder_writer, "new_reminder", hooked)
         with pytest.raises(NotFoundError):
             m.add_reminder(
                 "tash", category="medication", label="Vitamin D", at="09:00", title="Vitamin D"
@@ -413,10 +418,10 @@ def test_a_batch_that_changes_its_user_and_logs_in_notices_the_user_created_agai
     done: list[bool] = []
     again = _before_first(
         lambda: _erase_and_create_again(other, device=False, reminder=True),
-        upserts._update_users,
+        UserWriter._update_many,
         done,
     )
-    monkeypatch.setattr(upserts, "_update_users", again)
+    monkeypatch.setattr(UserWriter, "_update_many", again)
     out = upserts.apply(
         m,
         [
@@ -450,8 +455,8 @@ def test_a_put_that_retries_after_the_user_was_created_again_does_not_take_on_th
         _erase_and_create_again(other, device=False)
         upserts.put_reminder(other, "tash", "tash-r", theirs)
 
-    again = _before_first(erase_recreate_and_put, upserts.new_reminder, done)
-    monkeypatch.setattr(upserts, "new_reminder", again)
+    again = _before_first(erase_recreate_and_put, reminder_writer.new_reminder, done)
+    monkeypatch.setattr(reminder_writer, "new_reminder", again)
     old = upserts.ReminderSpec("medication", "Vitamin D", "09:00", title="Vitamin D")
     with pytest.raises(NotFoundError):
         upserts.put_reminder(m, "tash", "tash-r", old)
@@ -468,26 +473,25 @@ def test_a_change_of_a_user_erased_meanwhile_does_not_bring_back_a_user_without_
     """A change of some settings (no time zone: the user exists) reads the user, who is then
     erased; its write was an upsert, which created a user document with only those settings:
     no time zone, which no request may create. It is a 404 now, and no user is left."""
-    import creator.manage
     from creator import upserts
     from shared.errors import NotFoundError
 
     _seed(world)
     other = world.manager()
     if path == "cli":
-        real = creator.manage.Manager.user_sets
+        real = UserWriter.sets
 
         def erase_after(self: Any, *a: Any, **kw: Any) -> Any:
             sets = real(self, *a, **kw)
             erase_user(other, "tash")
             return sets
 
-        monkeypatch.setattr(creator.manage.Manager, "user_sets", erase_after)
+        monkeypatch.setattr(UserWriter, "sets", erase_after)
         with pytest.raises(NotFoundError):
             world.manager().upsert_user("tash", enabled=False)
     else:
-        erase = _before_first(lambda: erase_user(other, "tash"), upserts._update_users, [])
-        monkeypatch.setattr(upserts, "_update_users", erase)
+        erase = _before_first(lambda: erase_user(other, "tash"), UserWriter._update_many, [])
+        monkeypatch.setattr(UserWriter, "_update_many", erase)
         out = upserts.apply(world.manager(), [upserts.UserChange("tash", enabled=False)])
         assert isinstance(out[0], NotFoundError), out
     assert world.db[dbm.USERS].find_one({"_id": "tash"}) is None
@@ -509,8 +513,8 @@ def test_a_batch_change_applied_alone_at_the_end_notices_the_user_created_again(
     rid = world.db[dbm.REMINDERS].find_one({"userId": "tash"})["_id"]
     m, other = world.manager(), world.manager()
     done: list[bool] = []
-    again = _before_first(lambda: _erase_and_create_again(other), upserts._insert_users, done)
-    monkeypatch.setattr(upserts, "_insert_users", again)
+    again = _before_first(lambda: _erase_and_create_again(other), UserWriter.insert_many, done)
+    monkeypatch.setattr(UserWriter, "insert_many", again)
     spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon, later")
     out = upserts.apply(m, [upserts.ReminderPut("tash", rid, spec)])
     assert done
@@ -532,8 +536,8 @@ def test_a_batch_that_creates_its_erased_user_again_keeps_its_login(
     world.planner().run_pass()
     m, other = world.manager(), world.manager()
     done: list[bool] = []
-    erase = _before_first(lambda: erase_user(other, "tash"), upserts._update_users, done)
-    monkeypatch.setattr(upserts, "_update_users", erase)
+    erase = _before_first(lambda: erase_user(other, "tash"), UserWriter._update_many, done)
+    monkeypatch.setattr(UserWriter, "_update_many", erase)
     out = upserts.apply(
         m,
         [
@@ -584,7 +588,6 @@ def test_a_change_of_a_reminder_erased_and_put_again_by_the_new_user_does_not_la
     change's compare-and-set on the version matched the new user's reminder: the erased
     person's content was written over it, and planned for the new user's device, answered as a
     success. A change replaces only the reminder it read (its ``createdAt`` too): a 404."""
-    import creator.manage
     from creator import upserts
     from shared.errors import NotFoundError
 
@@ -600,8 +603,8 @@ def test_a_change_of_a_reminder_erased_and_put_again_by_the_new_user_does_not_la
             other, "tash", rid, upserts.ReminderSpec("meal", "lunch", "12:30", title="Lunch")
         )
 
-    again = _before_first(recreate_and_put, creator.manage.Manager.supersede, done)
-    monkeypatch.setattr(creator.manage.Manager, "supersede", again)
+    again = _before_first(recreate_and_put, ReminderVersions.supersede, done)
+    monkeypatch.setattr(ReminderVersions, "supersede", again)
     with pytest.raises(NotFoundError):
         if how == "put":
             spec = upserts.ReminderSpec("medication", "Citramon", "18:30", title="Citramon 2")
@@ -632,9 +635,9 @@ def test_a_login_sent_again_for_a_user_erased_and_created_again_plans_nothing_fo
     m, other = world.manager(), world.manager()
     done: list[bool] = []
     recreate = _before_first(
-        lambda: _erase_and_create_again(other, reminder=True), upserts._plan, done
+        lambda: _erase_and_create_again(other, reminder=True), batch._plan, done
     )
-    monkeypatch.setattr(upserts, "_plan", recreate)
+    monkeypatch.setattr(batch, "_plan", recreate)
     again = ("tash", "dev-tash", "ExponentPushToken[tash]")  # as _seed registered it
     out = upserts.apply(m, [upserts.Login(*again)])
     assert isinstance(out[0], NotFoundError), out
