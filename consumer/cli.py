@@ -112,7 +112,7 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
     if not args.burst:
         metrics.serve(
             settings.metrics.host,
-            settings.metrics.port,
+            metrics.metrics_port(settings.metrics, "consumer"),
             health,
             lambda: consumer_alerts(database, settings.categories),
             consumers=lambda: live_consumers(database, settings.categories),
@@ -151,7 +151,8 @@ def cmd_receipts(args: argparse.Namespace, settings: Settings) -> int:
             except Exception as exc:
                 return {"database": f"unreachable: {exc}"}
 
-        metrics.serve(settings.metrics.host, settings.metrics.port, health)
+        port = metrics.metrics_port(settings.metrics, "receipts")
+        metrics.serve(settings.metrics.host, port, health)
         poller.run(stop)
         return 0
     finally:

@@ -109,7 +109,7 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
         planner.keep_leases = True
         metrics.serve(
             settings.metrics.host,
-            settings.metrics.port,
+            metrics.metrics_port(settings.metrics, "creator"),
             lambda: health(planner),
             lambda: consumer_alerts(planner.db, settings.categories),
             consumers=lambda: live_consumers(planner.db, settings.categories),

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -32,6 +33,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from shared.domain.validation import BadDocument
+from shared.errors import PermanentError
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +238,17 @@ PROBES = ScrapeProbes()
 REGISTRY.register(PROBES)
 
 
+ROLE_PORTS = {"creator": 9464, "consumer": 9465, "receipts": 9466}
+"""Each role's own /metrics port when TZPUSH_METRICS__PORT is not set, so that every role runs
+beside the others on one host with the defaults."""
+
+
+def metrics_port(group: Any, role: str) -> int:
+    """The port ``role`` serves /metrics and /healthz on: the setting when given (0: none), else
+    the role's own (``ROLE_PORTS``)."""
+    return ROLE_PORTS[role] if group.port is None else int(group.port)
+
+
 def serve(
     host: str,
     port: int,
@@ -286,7 +299,14 @@ def serve(
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:
+        raise PermanentError(
+            f"cannot serve /metrics and /healthz on {host}:{port} ({exc.strerror}): another "
+            "process (another tzpush role?) holds it; set TZPUSH_METRICS__PORT to a free port, "
+            "or 0 for none"
+        ) from None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics on http://%s:%d/metrics", host, server.server_address[1])

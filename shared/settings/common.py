@@ -50,7 +50,13 @@ class CategorySettings(Group):
 class MetricsSettings(Group):
     """Where a service serves ``/metrics`` and ``/healthz``."""
 
-    port: int = Field(default=9464, ge=0, le=65535, description="/metrics and /healthz; 0 = off")
+    port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="/metrics and /healthz; 0 = off; unset: the role's own (creator 9464, "
+        "consumer 9465, receipts 9466)",
+    )
     host: str = Field(default="127.0.0.1", description="bind address for /metrics")
 
 
