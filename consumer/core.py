@@ -15,7 +15,6 @@ import logging
 import queue
 import random
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -88,7 +87,7 @@ class ConsumerCore:
     _closing: bool
     _changes_lock: threading.Lock
     _changes: set[str]
-    _changes_at: float
+    _changes_at: dt.datetime | None
     stop_event: threading.Event
     _signing_key: str | None  # wake-ups must carry its signature (None: loopback broker)
     fenced: str | None  # set once a takeover fenced this consumer: it stops
@@ -107,10 +106,11 @@ class ConsumerCore:
         """
         c = self.settings.creator
         with self._changes_lock:
-            if time.monotonic() - self._changes_at > 1.0:
+            now = self.clock()
+            if self._changes_at is None or (now - self._changes_at).total_seconds() > 1.0:
                 back_ms = int((c.lead_seconds + c.wakeup_window_seconds + 60) * 1000)
                 self._changes = self._changed_since(self._now_ms() - back_ms)
-                self._changes_at = time.monotonic()
+                self._changes_at = now
             return self._changes
 
     def _merge_journal(self, **kw: Any) -> int:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from dataclasses import dataclass
 
 from pymongo.database import Database
 
+from shared.clock import Clock, ms_of, utcnow
 from shared.domain.messages import Doc, Status
 from shared.store import db as dbm
 
@@ -29,13 +29,15 @@ class _Entry:
     start: dt.datetime
     end: dt.datetime
     fetched_ms: int
-    fetched_mono: float
     ids: frozenset[str]
 
 
 class PendingCache:
-    def __init__(self, database: Database[Doc], span_s: float = 60.0) -> None:
+    def __init__(
+        self, database: Database[Doc], span_s: float = 60.0, clock: Clock = utcnow
+    ) -> None:
         self.db = database
+        self.clock = clock
         self.span = dt.timedelta(seconds=span_s)
         self._entries: list[_Entry] = []
         self._lock = threading.Lock()
@@ -44,8 +46,8 @@ class PendingCache:
     def pending(self, start: dt.datetime, end: dt.datetime, planned_ms: int) -> frozenset[str]:
         """Pending ids with ``start <= scheduledAt <= end`` (possibly a superset window)."""
         with self._lock:
-            now_mono = time.monotonic()
-            self._entries = [e for e in self._entries if now_mono - e.fetched_mono < MAX_AGE_S]
+            now_ms = ms_of(self.clock)
+            self._entries = [e for e in self._entries if now_ms - e.fetched_ms < MAX_AGE_S * 1000]
             for e in self._entries:
                 if (
                     e.start <= start
@@ -54,7 +56,7 @@ class PendingCache:
                 ):
                     return e.ids
             q_end = max(end, start + self.span)
-            fetched_ms = time.time_ns() // 1_000_000
+            fetched_ms = now_ms
             cur = (
                 self.db[dbm.MESSAGES].find(
                     {
@@ -71,5 +73,5 @@ class PendingCache:
             )
             ids = frozenset(d["_id"] for d in cur)
             self.queries += 1
-            self._entries.append(_Entry(start, q_end, fetched_ms, now_mono, ids))
+            self._entries.append(_Entry(start, q_end, fetched_ms, ids))
             return ids

@@ -19,6 +19,7 @@ from consumer.core import Batch
 from consumer.dispatch import Dispatching
 from consumer.takeover import take_over
 from shared import metrics
+from shared.clock import instant_ms
 from shared.domain.backoff import compute_backoff
 from shared.domain.messages import Status
 from shared.errors import TransientError
@@ -106,9 +107,8 @@ class Preparing(Dispatching):
             return
         metrics.HELD.inc(len(keep))
         for due_ms, its in groups.items():
-            wait_s = (due_ms - self._now_ms()) / 1000
             self._timers.at(
-                time.monotonic() + max(0.0, wait_s),
+                instant_ms(due_ms),
                 functools.partial(self._dispatch.submit, self._send, key, batch, its),
             )
         if not batch.open:

@@ -29,7 +29,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared import metrics
-from shared.clock import Clock, utcnow
+from shared.clock import Budget, Clock, utcnow
 from shared.domain.backoff import compute_backoff
 from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import TokenEffect, pack_journal, row_entries
@@ -52,7 +52,7 @@ class Job:
         1970, 1, 1, tzinfo=dt.UTC
     )  # when the request's outcomes came back
     journal_id: str = ""
-    journaled_at: float = 0.0
+    journaled_at: dt.datetime | None = None  # by the recorder's clock
     marker: str = ""  # a sent due group: its attempt records are released once its journal is in
 
 
@@ -106,10 +106,10 @@ class Recorder:
     def stop(self, timeout: float = 30.0) -> None:
         """Let queued writes finish for at most ``timeout`` seconds in all, then stop. What is
         not written by then is in the journal (merged by whoever comes next) or was never sent."""
-        deadline = time.monotonic() + timeout
+        budget = Budget(timeout)
         self.wait_idle(timeout)
         self._q.put(None)
-        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._thread.join(timeout=budget.left())
 
     def _loop(self) -> None:
         journaled: list[Job] = []  # durable in the journal, not yet merged into messages
@@ -152,12 +152,16 @@ class Recorder:
 
     def _merge_if_due(self, journaled: list[Job]) -> None:
         busy = self._is_busy()
-        if journaled and (
-            not busy or time.monotonic() - journaled[0].journaled_at > self.max_defer_s
-        ):
+        if journaled and (not busy or self._deferred_s(journaled[0]) > self.max_defer_s):
             self._merge_all(journaled)
         if self._attempts_done and not busy:
             self._retry(self._drop_attempts, None)
+
+    def _deferred_s(self, job: Job) -> float:
+        """Seconds since ``job``'s outcomes were journaled (its merge deferred meanwhile)."""
+        if job.journaled_at is None:
+            return 0.0
+        return (self.clock() - job.journaled_at).total_seconds()
 
     def _drop_attempts(self, _: None) -> None:
         with dbm.translate_errors("deleting attempt records"):
@@ -210,7 +214,7 @@ class Recorder:
                 self.db[dbm.JOURNAL].insert_one(doc)
         except DuplicateKeyError:
             pass
-        now = time.monotonic()
+        now = self.clock()
         for job in jobs:
             job.journaled_at = now
 

@@ -14,6 +14,7 @@ module each: ``consumer.core`` (shared state, terminal writes, acks, releases),
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import queue
 import random
@@ -34,7 +35,7 @@ from consumer.recorder import Recorder
 from consumer.timers import Timers
 from shared import metrics
 from shared.broker import Frame, StompClient
-from shared.clock import Clock, utcnow
+from shared.clock import Budget, Clock, instant_ms, utcnow
 from shared.domain.backoff import compute_backoff
 from shared.domain.messages import Doc
 from shared.errors import TransientError
@@ -77,7 +78,7 @@ class Consumer(Preparing):
         self._client_factory = client_factory
         self._client: StompClient | None = None
         self._inbox: queue.Queue[Frame] = queue.Queue()
-        self._timers = Timers(f"{self.cid}-timers")
+        self._timers = Timers(clock, f"{self.cid}-timers")
         self._prep = ThreadPoolExecutor(2, thread_name_prefix="prep")
         self._dispatch = ThreadPoolExecutor(8, thread_name_prefix="dispatch")
         self._in_flight: set[str] = set()
@@ -91,7 +92,9 @@ class Consumer(Preparing):
             consumer=self.cid,
             release_attempts=self._attempts.release,
         )
-        self._pending = PendingCache(database, span_s=settings.creator.wakeup_window_seconds + 5)
+        self._pending = PendingCache(
+            database, span_s=settings.creator.wakeup_window_seconds + 5, clock=clock
+        )
         self._batches: dict[str, Batch] = {}
         self._lock = threading.Lock()
         self._rng = random.Random()
@@ -102,7 +105,7 @@ class Consumer(Preparing):
         self._closing = False  # shutdown began: prepare nothing more, release instead
         self._changes_lock = threading.Lock()
         self._changes: set[str] = set()
-        self._changes_at = float("-inf")
+        self._changes_at = None
         self.stats: dict[str, int] = defaultdict(int)
 
     # -- supervising loop --------------------------------------------------------------------
@@ -150,7 +153,7 @@ class Consumer(Preparing):
 
     def _consume(self, burst: bool, idle_s: float) -> bool:
         """Process frames; True when a burst run is finished."""
-        last = time.monotonic()
+        idle = Budget(idle_s)
         while not self.stop_event.is_set():
             client = self._client
             if client is None or not client.connected:
@@ -158,12 +161,12 @@ class Consumer(Preparing):
             try:
                 frame = self._inbox.get(timeout=0.2)
             except queue.Empty:
-                if burst and time.monotonic() - last > idle_s and self._idle():
+                if burst and idle.spent() and self._idle():
                     return True
                 continue
             if self.stop_event.is_set():
                 break  # stopping: left unacked, the broker gives it to another consumer
-            last = time.monotonic()
+            idle = Budget(idle_s)
             self._on_frame(frame)
         return False
 
@@ -194,10 +197,9 @@ class Consumer(Preparing):
         key = f"{frame.message_id}:{frame.ack_id}"
         with self._lock:
             self._batches[key] = batch
-        lead = self.settings.creator.lead_seconds
-        wait_s = (wake.first_due_ms - lead * 1000 - self._now_ms()) / 1000
+        lead_ms = int(self.settings.creator.lead_seconds * 1000)
         self._timers.at(
-            time.monotonic() + max(0.0, wait_s),
+            instant_ms(wake.first_due_ms - lead_ms),
             lambda: self._prep.submit(self._prepare, key, batch),
         )
 
@@ -216,21 +218,20 @@ class Consumer(Preparing):
 
     def _shutdown(self) -> None:
         """Finish what is due within the shutdown timeout, release the rest, then return."""
-        timeout = self.settings.consumer.shutdown_timeout_s
-        deadline = time.monotonic() + timeout
+        budget = Budget(self.settings.consumer.shutdown_timeout_s)
         # Batches not yet prepared are left to other consumers (their frames are not acked);
         # a preparation under way finishes its round trip and releases what it took.
         self._closing = True
         self._prep.shutdown(wait=True, cancel_futures=True)
         nxt = self._timers.next_at()
-        while nxt is not None and nxt <= deadline:
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        while nxt is not None and nxt <= self.clock() + dt.timedelta(seconds=budget.left()):
+            time.sleep(min(0.1, budget.left()))
             nxt = self._timers.next_at()
-            if time.monotonic() >= deadline:
+            if budget.spent():
                 break
         self._timers.cancel_all()
         self._dispatch.shutdown(wait=True)
-        self._recorder.wait_idle(max(0.5, deadline - time.monotonic()))
+        self._recorder.wait_idle(max(0.5, budget.left()))
         with self._lock:
             batches = list(self._batches.values())
         free: list[str] = []
@@ -244,8 +245,7 @@ class Consumer(Preparing):
         # margin before the stop deadline (shared/lifecycle.py): a database that does not answer
         # costs at most that, and what stays guarded is left for a takeover. Releasing matters:
         # a takeover re-checks guards one by one, a free guard is taken in one write.
-        budget = deadline + 0.7 * MARGIN_S - time.monotonic()
-        self._release_guards(free, budget_s=max(0.2, budget))
-        self._recorder.stop(timeout=max(0.2, deadline - time.monotonic()))
+        self._release_guards(free, budget_s=max(0.2, budget.left() + 0.7 * MARGIN_S))
+        self._recorder.stop(timeout=max(0.2, budget.left()))
         self._timers.stop()
         log.info("%s stopped: %d batches done", self.cid, self.stats["batches"])
