@@ -10,13 +10,11 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
-from pymongo.database import Database
-
 from consumer.judge import End, judge
 from shared.clock import Clock, instant_ms, ms_of
-from shared.domain.messages import Doc
 from shared.settings import Settings
 from shared.store import intent as stored_intent
+from shared.store.abc import ConsumerStores
 from shared.wire import Item, WakeUp
 
 # How long one read of the intent-change log answers every due group's final check.
@@ -24,9 +22,9 @@ CHANGES_TTL_S = 1.0
 
 
 class IntentCheck:
-    def __init__(self, settings: Settings, database: Database[Doc], clock: Clock) -> None:
+    def __init__(self, settings: Settings, stores: ConsumerStores, clock: Clock) -> None:
         self.settings = settings
-        self.db = database
+        self.stores = stores
         self.clock = clock
         self._lock = threading.Lock()
         self._changes: set[str] = set()
@@ -50,11 +48,11 @@ class IntentCheck:
 
     def changed_since(self, planned_ms: int) -> set[str]:
         """Users in the intent-change log since ``planned_ms`` (with the log's clock skew)."""
-        return stored_intent.changed_users(self.db, instant_ms(planned_ms))
+        return stored_intent.changed_in(self.stores.changes, instant_ms(planned_ms))
 
     def judge(
         self, w: WakeUp, items: list[Item], now: dt.datetime, changed: set[str], caps: bool = True
     ) -> tuple[list[End], list[Item]]:
         """``consumer.judge.judge`` with the category's grace; caps reserved only with ``caps``."""
         grace_s = self.settings.grace_seconds(w.category)
-        return judge(self.db, w.category, grace_s, items, now, changed, reserve_caps=caps)
+        return judge(self.stores, w.category, grace_s, items, now, changed, reserve_caps=caps)

@@ -14,11 +14,8 @@ import datetime as dt
 import threading
 from dataclasses import dataclass
 
-from pymongo.database import Database
-
 from shared.clock import Clock, ms_of, utcnow
-from shared.domain.messages import Doc, Status
-from shared.store import db as dbm
+from shared.store.abc import MessageStore
 
 MAX_AGE_S = 60.0
 PLANNED_SKEW_MS = 5000  # a wake-up planned after the query started must not trust it
@@ -33,10 +30,8 @@ class _Entry:
 
 
 class PendingCache:
-    def __init__(
-        self, database: Database[Doc], span_s: float = 60.0, clock: Clock = utcnow
-    ) -> None:
-        self.db = database
+    def __init__(self, messages: MessageStore, span_s: float = 60.0, clock: Clock = utcnow) -> None:
+        self.messages = messages
         self.clock = clock
         self.span = dt.timedelta(seconds=span_s)
         self._entries: list[_Entry] = []
@@ -57,21 +52,7 @@ class PendingCache:
                     return e.ids
             q_end = max(end, start + self.span)
             fetched_ms = now_ms
-            cur = (
-                self.db[dbm.MESSAGES].find(
-                    {
-                        "status": Status.PENDING.value,
-                        "isDeleted": False,
-                        "scheduledAt": {"$gte": start, "$lte": q_end},
-                    },
-                    {"_id": 1},
-                )
-                # No .hint(): SecantusDB 0.7 ignores the scheduledAt bounds of a hinted range
-                # and walks the whole partial index (~0.1 ms per pending message: ~1 s at 10k,
-                # ~10 s at 100k); unhinted, its planner picks the same index with the bounds
-                # (8 ms for a 60 s window at 10k pending). Same results; see docs/performance.md.
-            )
-            ids = frozenset(d["_id"] for d in cur)
+            ids = self.messages.pending_ids(start, q_end)
             self.queries += 1
             self._entries.append(_Entry(start, q_end, fetched_ms, ids))
             return ids

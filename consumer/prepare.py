@@ -15,7 +15,6 @@ import time
 from collections import defaultdict
 from concurrent.futures import Executor
 
-from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
 from consumer.checks import IntentCheck
@@ -29,11 +28,11 @@ from consumer.timers import Timers
 from shared import metrics
 from shared.clock import Clock, instant_ms, ms_of
 from shared.domain.backoff import compute_backoff
-from shared.domain.messages import Doc, Status
+from shared.domain.messages import Status
 from shared.errors import TransientError
 from shared.expo.pushes import Sender
 from shared.store import db as dbm
-from shared.store import guards
+from shared.store.abc import ConsumerStores
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -42,7 +41,7 @@ log = logging.getLogger("consumer.worker")
 class Preparation:
     def __init__(
         self,
-        database: Database[Doc],
+        stores: ConsumerStores,
         sender: Sender,
         *,
         cid: str,
@@ -57,7 +56,7 @@ class Preparation:
         dispatch_pool: Executor,
         rng: random.Random,
     ) -> None:
-        self.db = database
+        self.stores = stores
         self.sender = sender
         self.cid = cid
         self.clock = clock
@@ -104,11 +103,11 @@ class Preparation:
             stale = [i for i in items if i.id not in pending]
             if stale:
                 live += self._resolve_stale(batch, stale)
-            ours = guards.take_guards(self.db, [i.id for i in live], self.cid, now, wakeup=w.id)
+            ours = self.stores.guards.take([i.id for i in live], self.cid, now, wakeup=w.id)
             others = [i for i in live if i.id not in ours]
             if others and (batch.frame.redelivered or w.takeover):
                 ours |= take_over(
-                    self.db,
+                    self.stores,
                     others,
                     self.cid,
                     now,
@@ -158,13 +157,8 @@ class Preparation:
 
     def _resolve_stale(self, batch: Batch, stale: list[Item]) -> list[Item]:
         """Items not in the pending set: already handled (skip), unknown (dead-letter), or raced."""
-        found = {
-            d["_id"]: d
-            for d in self.db[dbm.MESSAGES].find(
-                {"_id": {"$in": [i.id for i in stale]}}, {"status": 1}
-            )
-        }
+        found = self.stores.messages.statuses([i.id for i in stale])
         unknown = [i for i in stale if i.id not in found]
         if unknown:
             self.link.park_unknown(batch.wake, unknown)
-        return [i for i in stale if found.get(i.id, {}).get("status") == Status.PENDING]
+        return [i for i in stale if found.get(i.id) == Status.PENDING]

@@ -12,7 +12,6 @@ import logging
 from typing import Any
 
 import pymongo
-from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
 from consumer.judge import End
@@ -20,12 +19,10 @@ from consumer.link import BrokerLink
 from consumer.recorder import Job, Recorder
 from consumer.state import Batch, Held
 from shared.clock import Clock
-from shared.domain.messages import Doc
 from shared.errors import TransientError
 from shared.settings import Settings
-from shared.store import guards
+from shared.store.abc import ConsumerStores, Ending, Outcome
 from shared.store.journal import merge_journal
-from shared.store.messages import end
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -35,7 +32,7 @@ class Recording:
     def __init__(
         self,
         settings: Settings,
-        database: Database[Doc],
+        stores: ConsumerStores,
         *,
         cid: str,
         clock: Clock,
@@ -45,7 +42,7 @@ class Recording:
         stats: dict[str, int],
     ) -> None:
         self.settings = settings
-        self.db = database
+        self.stores = stores
         self.cid = cid
         self.clock = clock
         self.held = held
@@ -56,7 +53,7 @@ class Recording:
     def merge_journal(self, **kw: Any) -> int:
         """Merge journaled outcomes left unmerged (``shared.store.journal.merge_journal``)."""
         return merge_journal(
-            self.db,
+            self.stores,
             receipts_delay_s=self.settings.consumer.receipts_delay_s,
             max_failures=self.settings.consumer.max_token_failures,
             clock=self.clock,
@@ -68,8 +65,9 @@ class Recording:
         if not ends:
             return
         now = self.clock()
-        updates = [
-            end(it.id, status, reason, now, consumer=self.cid) for it, status, reason in ends
+        updates: list[Outcome | Ending] = [
+            Ending(it.id, status, reason, now, fields={"consumer": self.cid})
+            for it, status, reason in ends
         ]
         outcomes = [(batch.wake.category, status) for _, status, _ in ends]
         ids = [it.id for it, _, _ in ends]
@@ -137,9 +135,9 @@ class Recording:
             return
         try:
             if budget_s is None:
-                guards.release(self.db, ids, self.cid)
+                self.stores.guards.release(ids, self.cid)
             else:
                 with pymongo.timeout(budget_s):
-                    guards.release(self.db, ids, self.cid)
+                    self.stores.guards.release(ids, self.cid)
         except PyMongoError as exc:
             log.warning("could not release guards (%s); a redelivery will take them over", exc)

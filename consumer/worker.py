@@ -24,9 +24,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-
-from pymongo.database import Database
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from consumer.attempts import AttemptLog
 from consumer.checks import IntentCheck
@@ -43,16 +41,20 @@ from shared import metrics
 from shared.broker import Frame, StompClient
 from shared.clock import Budget, Clock, utcnow
 from shared.domain.backoff import compute_backoff
-from shared.domain.messages import Doc
 from shared.errors import TransientError
 from shared.expo.pushes import Sender
 from shared.lifecycle import MARGIN_S
 from shared.settings import Settings
+from shared.store.mongo import Stores, stores_of
 
 log = logging.getLogger(__name__)
 
 # Journal entries older than this belong to no consumer still about to merge them.
 JOURNAL_ORPHAN_S = 60.0
+
+
+def thread_pool(workers: int, name: str) -> Executor:
+    return ThreadPoolExecutor(workers, thread_name_prefix=name)
 
 
 class Consumer:
@@ -61,14 +63,18 @@ class Consumer:
     def __init__(
         self,
         settings: Settings,
-        database: Database[Doc],
+        database: Stores,
         sender: Sender,
         *,
         categories: list[str] | None = None,
         clock: Clock = utcnow,
         consumer_id: str | None = None,
         client_factory: Callable[..., StompClient] = StompClient,
+        timers: Timers | None = None,
+        executor: Callable[[int, str], Executor] = thread_pool,
     ) -> None:
+        """``timers`` and ``executor`` (``executor(workers, name)``) let a test run every part
+        in its own thread: ``Timers(clock, thread=False)`` and an executor that runs at once."""
         self.settings = settings
         self.categories = categories or list(settings.categories)
         for c in self.categories:
@@ -86,12 +92,13 @@ class Consumer:
         self.stats: dict[str, int] = defaultdict(int)
         self.held = Held()
         self.link = BrokerLink(settings)
-        self.timers = Timers(clock, f"{self.cid}-timers")
-        self._prep = ThreadPoolExecutor(2, thread_name_prefix="prep")
-        self._dispatch = ThreadPoolExecutor(8, thread_name_prefix="dispatch")
-        self.attempts = AttemptLog(database, self.cid, clock)
+        self.timers = timers or Timers(clock, f"{self.cid}-timers")
+        self._prep = executor(2, "prep")
+        self._dispatch = executor(8, "dispatch")
+        stores = stores_of(database)
+        self.attempts = AttemptLog(stores, self.cid, clock)
         self.recorder = Recorder(
-            database,
+            stores,
             max_failures=settings.consumer.max_token_failures,
             clock=clock,
             receipts_delay_s=settings.consumer.receipts_delay_s,
@@ -99,10 +106,10 @@ class Consumer:
             consumer=self.cid,
             release_attempts=self.attempts.release,
         )
-        self.checks = IntentCheck(settings, database, clock)
+        self.checks = IntentCheck(settings, stores, clock)
         self.recording = Recording(
             settings,
-            database,
+            stores,
             cid=self.cid,
             clock=clock,
             held=self.held,
@@ -124,14 +131,14 @@ class Consumer:
             rng=self._rng,
         )
         self.preparation = Preparation(
-            database,
+            stores,
             sender,
             cid=self.cid,
             clock=clock,
             held=self.held,
             link=self.link,
             pending=PendingCache(
-                database, span_s=settings.creator.wakeup_window_seconds + 5, clock=clock
+                stores.messages, span_s=settings.creator.wakeup_window_seconds + 5, clock=clock
             ),
             checks=self.checks,
             recording=self.recording,

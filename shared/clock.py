@@ -57,15 +57,20 @@ class FakeClock:
             self._now = instant
 
 
+def elapsed_s() -> float:
+    """Seconds on a monotonic clock, for measuring real waits (never a due instant)."""
+    return time.monotonic()
+
+
 class Budget:
     """Real seconds left of a wait's budget (monotonic: immune to clock steps and fake clocks)."""
 
     def __init__(self, seconds: float) -> None:
-        self._end = time.monotonic() + seconds
+        self._end = elapsed_s() + seconds
 
     def left(self) -> float:
         """Seconds left, never below zero."""
-        return max(0.0, self._end - time.monotonic())
+        return max(0.0, self._end - elapsed_s())
 
     def spent(self) -> bool:
         return self.left() <= 0.0
