@@ -51,6 +51,17 @@ class Guard:
     wakeup: str | None = None
     taken_over_from: str | None = None
 
+    @classmethod
+    def of(cls, doc: Doc) -> Guard:
+        """The guard a stored guard document says."""
+        return cls(
+            id=doc["_id"],
+            owner=str(doc.get("owner")),
+            at=doc.get("at"),
+            wakeup=doc.get("wakeup"),
+            taken_over_from=doc.get("takenOverFrom"),
+        )
+
 
 class MessageStore(Protocol):
     def pending_ids(self, start: dt.datetime, end: dt.datetime) -> frozenset[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from shared.domain.messages import outcome_unknown
 from tests.unit.consumer_rig import T0, make_rig
 
 LEAD = dt.timedelta(seconds=2)
@@ -125,3 +126,34 @@ def test_the_daily_cap_lets_the_first_through_and_cancels_the_rest_with_the_reas
         assert len(rig.pushes()) == 1
         assert rig.status(first["_id"])[0] == "success"
         assert rig.status(second_id) == ("cancelled", f"daily cap of 1 reached for {due.date()}")
+
+
+def test_a_redelivered_wakeup_takes_over_a_stopped_consumers_guard_and_sends_once():
+    with make_rig() as rig:
+        rig.user("u1")
+        due = T0 + dt.timedelta(seconds=30)
+        doc = rig.message("u1", due)
+        rig.tables.put("guards", {"_id": doc["_id"], "owner": "cons-dead", "at": T0})
+        rig.deliver([doc], redelivered=True)  # its consumer lost the broker session
+        rig.run_until(due)
+        assert len(rig.pushes()) == 1 and rig.status(doc["_id"])[0] == "success"
+        guard = rig.tables.get("guards", doc["_id"])
+        assert guard is not None
+        assert (guard["owner"], guard["takenOverFrom"]) == ("cons-rig", "cons-dead")
+        assert rig.tables.fences["cons-dead"]["by"] == "cons-rig"  # fenced before the takeover
+
+
+def test_what_a_stopped_consumer_may_have_sent_ends_failed_outcome_unknown_and_is_not_resent():
+    with make_rig() as rig:
+        rig.user("u1")
+        due = T0 + dt.timedelta(seconds=30)
+        doc = rig.message("u1", due)
+        rig.tables.put("guards", {"_id": doc["_id"], "owner": "cons-dead", "at": T0})
+        rig.tables.put(
+            "attempts",
+            {"_id": "cons-dead:1", "consumer": "cons-dead", "at": T0, "ids": [doc["_id"]]},
+        )
+        rig.deliver([doc], redelivered=True)
+        rig.run_until(due)
+        assert rig.pushes() == []
+        assert rig.status(doc["_id"]) == ("failed", outcome_unknown("cons-dead"))

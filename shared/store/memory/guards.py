@@ -9,7 +9,6 @@ from collections.abc import Collection, Sequence
 
 from shared.store.abc import Guard
 from shared.store.memory.base import Tables
-from shared.store.mongo.guards import guard_of
 
 
 class MemoryGuards:
@@ -30,7 +29,7 @@ class MemoryGuards:
     def holder(self, message_id: str) -> Guard | None:
         with self.t.lock:
             d = self.t.guards.get(message_id)
-            return None if d is None else guard_of(d)
+            return None if d is None else Guard.of(d)
 
     def take_over(self, guard: Guard, owner: str, now: dt.datetime, wakeup: str) -> bool:
         with self.t.lock:

@@ -14,16 +14,6 @@ from shared.store import db as dbm
 from shared.store.abc import Guard
 
 
-def guard_of(doc: Doc) -> Guard:
-    return Guard(
-        id=doc["_id"],
-        owner=str(doc.get("owner")),
-        at=doc.get("at"),
-        wakeup=doc.get("wakeup"),
-        taken_over_from=doc.get("takenOverFrom"),
-    )
-
-
 class MongoGuards:
     def __init__(self, database: Database[Doc]) -> None:
         self.sends = database[dbm.SENDS]
@@ -49,7 +39,7 @@ class MongoGuards:
 
     def holder(self, message_id: str) -> Guard | None:
         doc = self.sends.find_one({"_id": message_id})
-        return None if doc is None else guard_of(doc)
+        return None if doc is None else Guard.of(doc)
 
     def take_over(self, guard: Guard, owner: str, now: dt.datetime, wakeup: str) -> bool:
         r = self.sends.update_one(
