@@ -180,6 +180,20 @@ class CurrentIntent(Protocol):
     def reminders(self, ids: Collection[str]) -> dict[str, Doc]: ...
 
 
+class SenderRegistry(Protocol):
+    """Live Expo senders (consumers, replays): who shares the fleet's rate."""
+
+    def beat(
+        self, sender_id: str, now: dt.datetime, fields: Mapping[str, Any], first: Mapping[str, Any]
+    ) -> None:
+        """Set ``heartbeatAt`` (``now``) and ``fields``; ``first`` only when the sender is new."""
+
+    def live_since(self, since: dt.datetime) -> list[Doc]:
+        """Senders whose heartbeat is at or after ``since``."""
+
+    def leave(self, sender_id: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class ConsumerStores:
     """Everything a consumer needs of storage, one adapter family."""
@@ -191,3 +205,4 @@ class ConsumerStores:
     counters: CapCounters
     tokens: TokenStore
     current: CurrentIntent
+    senders: SenderRegistry

@@ -198,3 +198,15 @@ def test_a_failure_counts_once_per_message_and_not_after_a_later_reset(backend: 
 @pytest.mark.parametrize("missing", ["t-none"])
 def test_a_failure_of_an_unknown_registration_counts_nothing(backend: Backend, missing: str):
     assert backend.stores.tokens.count_failure(missing, at(0), "m1", at(0)) is None
+
+
+# -- the registry of live senders ----------------------------------------------------------------
+def test_a_sender_is_live_from_its_heartbeat_keeps_its_first_fields_and_leaves(backend: Backend):
+    reg = backend.stores.senders
+    reg.beat("c1", at(0), {"kind": "consumer", "categories": ["meal"]}, {"startedAt": at(0)})
+    reg.beat("c1", at(5), {"kind": "consumer", "categories": ["mood"]}, {"startedAt": at(5)})
+    reg.beat("r1", at(1), {"kind": "replay", "categories": []}, {"startedAt": at(1)})
+    (c1,) = reg.live_since(at(2))
+    assert (c1["_id"], c1["categories"], c1["startedAt"]) == ("c1", ["mood"], at(0))
+    reg.leave("c1")
+    assert [d["_id"] for d in reg.live_since(at(0))] == ["r1"]

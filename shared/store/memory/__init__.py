@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from shared.store.abc import ConsumerStores
 from shared.store.memory.base import Tables
+from shared.store.memory.fleet import MemorySenders
 from shared.store.memory.guards import MemoryGuards
 from shared.store.memory.intent import MemoryCapCounters, MemoryCurrentIntent, MemoryIntentLog
 from shared.store.memory.journal import MemoryJournal
@@ -24,6 +25,7 @@ def memory_stores(tables: Tables | None = None) -> ConsumerStores:
         counters=MemoryCapCounters(t),
         tokens=MemoryTokens(t),
         current=MemoryCurrentIntent(t),
+        senders=MemorySenders(t),
     )
 
 

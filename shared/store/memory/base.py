@@ -32,6 +32,7 @@ class Tables:
     journal: dict[str, Doc] = field(default_factory=dict)
     changes: dict[str, Doc] = field(default_factory=dict)
     counters: dict[str, Doc] = field(default_factory=dict)
+    senders: dict[str, Doc] = field(default_factory=dict)
 
     def put(self, table: str, *docs: Doc) -> None:
         """Insert or replace ``docs`` (by ``_id``) in ``table``."""

@@ -10,6 +10,7 @@ from pymongo.database import Database
 
 from shared.domain.messages import Doc
 from shared.store.abc import ConsumerStores
+from shared.store.mongo.fleet import MongoSenders
 from shared.store.mongo.guards import MongoGuards
 from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent, MongoIntentLog
 from shared.store.mongo.journal import MongoJournal
@@ -35,6 +36,7 @@ def consumer_stores(database: Database[Doc]) -> ConsumerStores:
         counters=MongoCapCounters(database),
         tokens=MongoTokens(database),
         current=MongoCurrentIntent(database),
+        senders=MongoSenders(database),
     )
 
 
@@ -45,6 +47,7 @@ __all__ = [
     "MongoIntentLog",
     "MongoJournal",
     "MongoMessages",
+    "MongoSenders",
     "MongoTokens",
     "Stores",
     "consumer_stores",
