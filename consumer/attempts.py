@@ -24,13 +24,11 @@ import logging
 import threading
 import uuid
 
-from pymongo.errors import PyMongoError
-
 from shared.clock import Clock
 from shared.errors import TransientError
 from shared.store import db as dbm
 from shared.store.guards import Fenced
-from shared.store.mongo import Stores, stores_of
+from shared.store.mongo import StoreError, Stores, stores_of
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +103,7 @@ class AttemptLog:
         try:
             with dbm.translate_errors("checking this consumer's fence"):
                 return self.guards.fenced_by(self.consumer)
-        except (TransientError, PyMongoError) as exc:
+        except (TransientError, StoreError) as exc:
             log.warning("could not check the fence (%s); sending anyway", exc)
             return None
 
@@ -117,6 +115,6 @@ class AttemptLog:
                 self.guards.record_attempt(rec, self.consumer, now, ids)
             self.writes += 1
             return rec
-        except (TransientError, PyMongoError) as exc:
+        except (TransientError, StoreError) as exc:
             log.warning("could not record a send attempt (%s); sending anyway", exc)
             return None

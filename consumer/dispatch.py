@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pymongo.errors import PyMongoError
-
 from consumer.attempts import AttemptLog
 from consumer.checks import IntentCheck
 from consumer.judge import End
@@ -32,6 +30,7 @@ from shared.expo.pushes import PushOutcome, Sender
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store.guards import Fenced
+from shared.store.mongo import StoreError
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -165,7 +164,7 @@ class Dispatch:
                 with dbm.translate_errors("final check before sending"):
                     changed = self.checks.recent_changes()
                     return self.checks.judge(w, items, now, changed & {i.user for i in items})
-            except (TransientError, PyMongoError) as exc:
+            except (TransientError, StoreError) as exc:
                 with batch.lock:
                     gone = batch.released
                 if gone or self.held.closing:

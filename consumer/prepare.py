@@ -15,8 +15,6 @@ import time
 from collections import defaultdict
 from concurrent.futures import Executor
 
-from pymongo.errors import PyMongoError
-
 from consumer.checks import IntentCheck
 from consumer.dispatch import Dispatch
 from consumer.link import BrokerLink
@@ -33,6 +31,7 @@ from shared.errors import TransientError
 from shared.expo.pushes import Sender
 from shared.store import db as dbm
 from shared.store.abc import ConsumerStores
+from shared.store.mongo import StoreError
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -78,7 +77,7 @@ class Preparation:
             try:
                 self.prepare_once(key, batch)
                 return
-            except (TransientError, PyMongoError) as exc:
+            except (TransientError, StoreError) as exc:
                 attempt += 1
                 delay = compute_backoff(attempt, 0.2, 5.0, self.rng)
                 log.warning(
@@ -123,7 +122,7 @@ class Preparation:
             try:
                 changed = self.checks.changed_since(w.planned_ms)
                 ends, keep = self.checks.judge(w, mine, now, changed, False)
-            except (TransientError, PyMongoError):
+            except (TransientError, StoreError):
                 raise  # retried by ``prepare`` with the guards kept
             except Exception:
                 # A bug in the intent check (bad data is a verdict, not an exception): the

@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pymongo.errors import PyMongoError
-
 from shared import metrics
 from shared.clock import Budget, Clock, elapsed_s, utcnow
 from shared.domain.backoff import compute_backoff
@@ -35,7 +33,7 @@ from shared.errors import TransientError
 from shared.store import db as dbm
 from shared.store.abc import Ending, Outcome
 from shared.store.journal import MERGE_CHUNK, CapRefunds, apply_outcomes, entry_ops
-from shared.store.mongo import Stores, stores_of
+from shared.store.mongo import StoreError, Stores, stores_of
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +171,7 @@ class Recorder:
             try:
                 fn(arg)
                 return
-            except (TransientError, PyMongoError) as exc:
+            except (TransientError, StoreError) as exc:
                 attempt += 1
                 delay = compute_backoff(attempt, 0.2, 10.0, self._rng)
                 log.warning(

@@ -11,9 +11,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import pymongo
-from pymongo.errors import PyMongoError
-
 from consumer.judge import End
 from consumer.link import BrokerLink
 from consumer.recorder import Job, Recorder
@@ -23,6 +20,7 @@ from shared.errors import TransientError
 from shared.settings import Settings
 from shared.store.abc import ConsumerStores, Ending, Outcome
 from shared.store.journal import merge_journal
+from shared.store.mongo import StoreError
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -134,10 +132,6 @@ class Recording:
         if not ids:
             return
         try:
-            if budget_s is None:
-                self.stores.guards.release(ids, self.cid)
-            else:
-                with pymongo.timeout(budget_s):
-                    self.stores.guards.release(ids, self.cid)
-        except PyMongoError as exc:
+            self.stores.guards.release(ids, self.cid, budget_s=budget_s)
+        except StoreError as exc:
             log.warning("could not release guards (%s); a redelivery will take them over", exc)

@@ -98,8 +98,9 @@ class GuardStore(Protocol):
     def take_over(self, guard: Guard, owner: str, now: dt.datetime, wakeup: str) -> bool:
         """Move ``guard`` to ``owner`` if its holder and time are unchanged (compare-and-set)."""
 
-    def release(self, ids: Collection[str], owner: str) -> None:
-        """Delete ``owner``'s guards of ``ids`` (others' guards stay)."""
+    def release(self, ids: Collection[str], owner: str, *, budget_s: float | None = None) -> None:
+        """Delete ``owner``'s guards of ``ids`` (others' guards stay); ``budget_s`` bounds the
+        whole attempt, server selection included."""
 
     def fence(self, holder: str, by: str, now: dt.datetime) -> None: ...
 
@@ -146,8 +147,8 @@ class CapCounters(Protocol):
 
     def count(self, key: str) -> int: ...
 
-    def refund(self, key: str, message_id: str) -> None:
-        """Give one back for ``message_id``, once per message id."""
+    def refund(self, refunds: Sequence[tuple[str, str]]) -> None:
+        """For each (counter, message id), give one back, once per message id."""
 
 
 class TokenStore(Protocol):

@@ -143,8 +143,8 @@ def apply_outcomes(
         stores.messages.apply(outcomes)
     if endings:
         stores.messages.end(endings)
-    for counter, ids in cap_refunds.ids.items():
-        for message_id in ids:
-            stores.counters.refund(counter, message_id)
+    refunds = [(counter, m) for counter, ids in cap_refunds.ids.items() for m in ids]
+    if refunds:
+        stores.counters.refund(refunds)
     if effects:
         token_hygiene(stores.tokens, stores.changes, effects, max_failures, now)

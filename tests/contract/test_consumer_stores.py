@@ -152,8 +152,8 @@ def test_a_cap_counter_never_reserves_past_its_limit_and_refunds_once(backend: B
     assert c.reserve("u:2026-03-01", "u", 2, 3, at(1)) is False  # 4 > 3
     assert c.reserve("u:2026-03-01", "u", 1, 3, at(1)) is True
     assert c.count("u:2026-03-01") == 3
-    c.refund("u:2026-03-01", "m1")
-    c.refund("u:2026-03-01", "m1")
+    c.refund([("u:2026-03-01", "m1"), ("nobody:2026-03-01", "m1")])
+    c.refund([("u:2026-03-01", "m1")])
     assert c.count("u:2026-03-01") == 2
     assert c.count("nobody:2026-03-01") == 0
 

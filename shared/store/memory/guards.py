@@ -39,7 +39,7 @@ class MemoryGuards:
             d.update(owner=owner, at=now, wakeup=wakeup, takenOverFrom=guard.owner)
             return True
 
-    def release(self, ids: Collection[str], owner: str) -> None:
+    def release(self, ids: Collection[str], owner: str, *, budget_s: float | None = None) -> None:
         with self.t.lock:
             for i in ids:
                 if self.t.guards.get(i, {}).get("owner") == owner:

@@ -4,7 +4,7 @@ semantics of ``shared.store.mongo.intent``."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from shared.domain.messages import Doc
 from shared.store.memory.base import Tables, out
@@ -59,13 +59,14 @@ class MemoryCapCounters:
         with self.t.lock:
             return int(self.t.counters.get(key, {}).get("count", 0))
 
-    def refund(self, key: str, message_id: str) -> None:
+    def refund(self, refunds: Sequence[tuple[str, str]]) -> None:
         with self.t.lock:
-            d = self.t.counters.get(key)
-            if d is None or message_id in d.setdefault("refunded", []):
-                return
-            d["count"] = int(d.get("count", 0)) - 1
-            d["refunded"].append(message_id)
+            for key, message_id in refunds:
+                d = self.t.counters.get(key)
+                if d is None or message_id in d.setdefault("refunded", []):
+                    continue
+                d["count"] = int(d.get("count", 0)) - 1
+                d["refunded"].append(message_id)
 
 
 class MemoryCurrentIntent:

@@ -7,6 +7,7 @@ MongoDB-compatible server used here (SecantusDB), each commented with what plain
 from __future__ import annotations
 
 from pymongo.database import Database
+from pymongo.errors import PyMongoError
 
 from shared.domain.messages import Doc
 from shared.store.abc import ConsumerStores
@@ -16,6 +17,10 @@ from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent, Mong
 from shared.store.mongo.journal import MongoJournal
 from shared.store.mongo.messages import MongoMessages
 from shared.store.mongo.tokens import MongoTokens
+
+StoreError = PyMongoError
+"""Any error the database driver raises that ``translate_errors`` left as it is; the consumer
+retries it like a ``TransientError`` (it may be a server that is starting, or a bug)."""
 
 Stores = ConsumerStores | Database[Doc]
 """The consumer's stores, or a MongoDB database (its adapter is made for it)."""
@@ -49,6 +54,7 @@ __all__ = [
     "MongoMessages",
     "MongoSenders",
     "MongoTokens",
+    "StoreError",
     "Stores",
     "consumer_stores",
     "stores_of",

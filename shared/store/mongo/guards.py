@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Sequence
 
+import pymongo
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
@@ -48,8 +49,13 @@ class MongoGuards:
         )
         return bool(r.modified_count)
 
-    def release(self, ids: Collection[str], owner: str) -> None:
-        self.sends.delete_many({"_id": {"$in": list(ids)}, "owner": owner})
+    def release(self, ids: Collection[str], owner: str, *, budget_s: float | None = None) -> None:
+        flt = {"_id": {"$in": list(ids)}, "owner": owner}
+        if budget_s is None:
+            self.sends.delete_many(flt)
+        else:
+            with pymongo.timeout(budget_s):
+                self.sends.delete_many(flt)
 
     def fence(self, holder: str, by: str, now: dt.datetime) -> None:
         self.fences.update_one({"_id": holder}, {"$set": {"by": by, "at": now}}, upsert=True)

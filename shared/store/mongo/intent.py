@@ -4,7 +4,7 @@ and the current users and reminders by id, on MongoDB."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from pymongo import UpdateOne
 from pymongo.database import Database
@@ -61,11 +61,8 @@ class MongoCapCounters:
         doc = self.coll.find_one({"_id": key}, {"count": 1}) or {}
         return int(doc.get("count", 0))
 
-    def refund(self, key: str, message_id: str) -> None:
-        self.refund_many([(key, message_id)])
-
-    def refund_many(self, refunds: list[tuple[str, str]]) -> None:
-        """``refund`` for each (counter, message id), in one write."""
+    def refund(self, refunds: Sequence[tuple[str, str]]) -> None:
+        # One write for all: failures are rare, each a guarded update.
         ops = [
             UpdateOne(
                 {"_id": counter, "refunded": {"$ne": message_id}},
