@@ -24,22 +24,18 @@ import logging
 import threading
 import uuid
 
-from pymongo.database import Database
-from pymongo.errors import PyMongoError
-
 from shared.clock import Clock
-from shared.domain.messages import Doc
 from shared.errors import TransientError
 from shared.store import db as dbm
-from shared.store import guards
 from shared.store.guards import Fenced
+from shared.store.mongo import StoreError, Stores, stores_of
 
 log = logging.getLogger(__name__)
 
 
 class AttemptLog:
-    def __init__(self, database: Database[Doc], consumer: str, clock: Clock) -> None:
-        self.db = database
+    def __init__(self, stores: Stores, consumer: str, clock: Clock) -> None:
+        self.guards = stores_of(stores).guards
         self.consumer = consumer
         self.clock = clock
         self._cv = threading.Condition()
@@ -106,24 +102,19 @@ class AttemptLog:
     def _check_fence(self) -> str | None:
         try:
             with dbm.translate_errors("checking this consumer's fence"):
-                return guards.fenced_by(self.db, self.consumer)
-        except (TransientError, PyMongoError) as exc:
+                return self.guards.fenced_by(self.consumer)
+        except (TransientError, StoreError) as exc:
             log.warning("could not check the fence (%s); sending anyway", exc)
             return None
 
     def _write(self, batch: list[tuple[str, list[str]]], now: dt.datetime) -> str | None:
         rec = f"{self.consumer}:{uuid.uuid4().hex[:16]}"
-        doc: Doc = {
-            "_id": rec,
-            "consumer": self.consumer,
-            "at": now,
-            "ids": [i for _, ids in batch for i in ids],
-        }
+        ids = [i for _, ids in batch for i in ids]
         try:
             with dbm.translate_errors("recording a send attempt"):
-                self.db[dbm.ATTEMPTS].insert_one(doc)
+                self.guards.record_attempt(rec, self.consumer, now, ids)
             self.writes += 1
             return rec
-        except (TransientError, PyMongoError) as exc:
+        except (TransientError, StoreError) as exc:
             log.warning("could not record a send attempt (%s); sending anyway", exc)
             return None

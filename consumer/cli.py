@@ -104,8 +104,7 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
             database.client.admin.command("ping")
         except Exception as exc:
             out["database"] = f"unreachable: {exc}"
-        client = consumer._client
-        if client is None or not client.connected:
+        if not consumer.link.connected():
             out["broker"] = "not connected"
         return out
 

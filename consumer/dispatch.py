@@ -9,22 +9,28 @@ its requests; each request's ids are recorded as possibly sent right before it l
 from __future__ import annotations
 
 import logging
+import random
 import time
+from collections.abc import Callable
 from typing import Any
 
-from pymongo.errors import PyMongoError
-
-from consumer.core import Batch, ConsumerCore
+from consumer.attempts import AttemptLog
+from consumer.checks import IntentCheck
 from consumer.judge import End
-from consumer.recorder import Job
+from consumer.recorder import Job, Recorder
+from consumer.recording import Recording
+from consumer.state import Batch, Held, push_of
 from shared import metrics
+from shared.clock import Clock, ms_of
 from shared.domain.backoff import compute_backoff
 from shared.domain.messages import Status
 from shared.domain.outcomes import journal_row
 from shared.errors import TransientError
-from shared.expo.pushes import PushOutcome
+from shared.expo.pushes import PushOutcome, Sender
+from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store.guards import Fenced
+from shared.store.mongo import StoreError
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -34,14 +40,39 @@ class GivenBack(Exception):
     """The wake-up was given back (lost broker, shutdown) before this request could leave."""
 
 
-class Dispatching(ConsumerCore):
-    """The sending job of ``consumer.worker.Consumer``."""
+class Dispatch:
+    def __init__(
+        self,
+        settings: Settings,
+        sender: Sender,
+        *,
+        cid: str,
+        clock: Clock,
+        held: Held,
+        checks: IntentCheck,
+        recording: Recording,
+        recorder: Recorder,
+        attempts: AttemptLog,
+        on_fenced: Callable[[Exception], None],
+        rng: random.Random,
+    ) -> None:
+        self.settings = settings
+        self.sender = sender
+        self.cid = cid
+        self.clock = clock
+        self.held = held
+        self.checks = checks
+        self.recording = recording
+        self.recorder = recorder
+        self.attempts = attempts
+        self.on_fenced = on_fenced
+        self.rng = rng
 
-    def _send(self, key: str, batch: Batch, items: list[Item]) -> None:
+    def send(self, key: str, batch: Batch, items: list[Item]) -> None:
         """One due group at its instant: claim, last check, send, hand outcomes over.
 
         From the claim on, these items may leave: only this due group releases their guards,
-        and only for what it certainly did not send (see ``ConsumerCore._release``).
+        and only for what it certainly did not send (see ``Recording.release``).
         """
         with batch.lock:
             if batch.released:
@@ -49,34 +80,33 @@ class Dispatching(ConsumerCore):
             batch.claimed.update(i.id for i in items)
         w = batch.wake
         try:
-            checked = self._final_check(batch, items)
+            checked = self.final_check(batch, items)
         except Exception:
             # A bug, not the database: nothing of this group left. Its guards are released
             # and the wake-up is parked for a person; what stays pending the janitor ends.
             log.exception("bug in the final check of wake-up %s; dead-lettering it", w.id)
-            self._unclaim(batch, items)
+            self.recording.unclaim(batch, items)
             with batch.lock:
                 batch.released = True
-            self._dead_letter_batch(key, batch, "consumer error in the final check")
+            self.recording.dead_letter_batch(key, batch, "consumer error in the final check")
             return
         if checked is None:  # given back while the database was away: nothing left
-            self._unclaim(batch, items)
+            self.recording.unclaim(batch, items)
             return
         ends, keep = checked
-        self._finish(key, batch, ends)
+        self.recording.finish(key, batch, ends)
         metrics.HELD.dec(len(items))
         if not keep:
             return
         with batch.lock:
             gone = batch.released
         if gone:  # the broker took the frame back during the check: nothing of it leaves
-            self._unclaim(batch, keep)
+            self.recording.unclaim(batch, keep)
             return
-        with self._lock:
-            self._in_flight.update(i.id for i in keep)
         by_id = {i.id: i for i in keep}
-        pushes = [batch.prepared.get(i.id) or self._push_of(w, i) for i in keep]
-        started_ms = self._now_ms()
+        self.held.start_sending(set(by_id))
+        pushes = [batch.prepared.get(i.id) or push_of(w, i) for i in keep]
+        started_ms = ms_of(self.clock)
         lateness = metrics.LATENESS.labels(w.category)
         for i in keep:
             lateness.observe(max(0, started_ms - i.due_ms) / 1000)
@@ -95,7 +125,7 @@ class Dispatching(ConsumerCore):
             # until the grace window of the group's due instant ends.
             grace_left_s = (
                 self.settings.grace_seconds(w.category)
-                - (self._now_ms() - min(i.due_ms for i in keep)) / 1000
+                - (ms_of(self.clock) - min(i.due_ms for i in keep)) / 1000
             )
             self.sender.send(
                 pushes,
@@ -107,23 +137,22 @@ class Dispatching(ConsumerCore):
             # Requests not started never left; the ones started have their outcomes.
             unsent = [i for i in keep if i.id not in answered]
             log.warning("%s: %d of due group %s not sent (%s)", self.cid, len(unsent), w.id, exc)
-            self._unclaim(batch, unsent)
+            self.recording.unclaim(batch, unsent)
             if isinstance(exc, Fenced):
-                self._on_fenced(exc)
+                self.on_fenced(exc)
         finally:
-            with self._lock:
-                self._in_flight.difference_update(by_id)
+            self.held.stop_sending(set(by_id))
             # Queued behind the group's journal writes: once those are in, the record goes.
-            self._recorder.put(Job(marker=marker))
+            self.recorder.put(Job(marker=marker))
 
     def _before_request(self, batch: Batch, marker: str, ids: list[str]) -> None:
         """Just before a request leaves: not if the wake-up was given back, not if fenced."""
         with batch.lock:
             if batch.released:
                 raise GivenBack(f"wake-up {batch.wake.id} was given back")
-        self._attempts.mark(marker, ids)
+        self.attempts.mark(marker, ids)
 
-    def _final_check(self, batch: Batch, items: list[Item]) -> tuple[list[End], list[Item]] | None:
+    def final_check(self, batch: Batch, items: list[Item]) -> tuple[list[End], list[Item]] | None:
         """Intent changes, caps and the grace rule just before sending; a database error is
         retried with back-off (past the grace window the items end ``is_missed`` once the
         database answers). ``None``: the wake-up was given back meanwhile (nothing to send)."""
@@ -133,15 +162,15 @@ class Dispatching(ConsumerCore):
             now = self.clock()
             try:
                 with dbm.translate_errors("final check before sending"):
-                    changed = self._recent_changes()
-                    return self._judge(w, items, now, changed & {i.user for i in items})
-            except (TransientError, PyMongoError) as exc:
+                    changed = self.checks.recent_changes()
+                    return self.checks.judge(w, items, now, changed & {i.user for i in items})
+            except (TransientError, StoreError) as exc:
                 with batch.lock:
                     gone = batch.released
-                if gone or self._closing:
+                if gone or self.held.closing:
                     return None
                 attempt += 1
-                delay = compute_backoff(attempt, 0.2, 2.0, self._rng)
+                delay = compute_backoff(attempt, 0.2, 2.0, self.rng)
                 log.warning("final check for %s failed (%s); retry in %.1f s", w.id, exc, delay)
                 time.sleep(delay)
 
@@ -161,11 +190,11 @@ class Dispatching(ConsumerCore):
             rows.append(journal_row(**result, **said, **pushed, ld=it.local_date, due=it.due_ms))
         outcomes = [(w.category, Status.SUCCESS if o.ok else Status.FAILED) for o in outs]
         ids = [o.message_id for o in outs]
-        self._recorder.put(
+        self.recorder.put(
             Job(
                 outcomes=outcomes,
                 journal=rows,
                 journal_at=now,
-                done=lambda: self._close_ids(key, batch, ids),
+                done=lambda: self.recording.close_ids(key, batch, ids),
             )
         )

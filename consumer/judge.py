@@ -14,12 +14,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from pymongo.database import Database
-
 from shared import metrics
 from shared.domain import intent
-from shared.domain.messages import Doc, Status, missed_reason, past_grace
+from shared.domain.messages import Status, missed_reason, past_grace
 from shared.store import intent as stored_intent
+from shared.store.abc import ConsumerStores
 from shared.wire import Item
 
 log = logging.getLogger("consumer.worker")
@@ -28,7 +27,7 @@ End = tuple[Item, Status, str]  # an item, its terminal status, the reason
 
 
 def judge(
-    database: Database[Doc],
+    stores: ConsumerStores,
     category: str,
     grace_s: float,
     items: list[Item],
@@ -46,7 +45,9 @@ def judge(
     ends: list[End] = []
     keep: list[Item] = []
     full = [i for i in items if i.user in changed]
-    users, reminders, tokens = stored_intent.load_current(database, full) if full else ({}, {}, {})
+    users, reminders, tokens = (
+        stored_intent.current_of(stores.current, stores.tokens, full) if full else ({}, {}, {})
+    )
     caps: dict[str, int | None] = {}
     reported: set[tuple[str, str]] = set()
     for it in items:
@@ -75,7 +76,7 @@ def judge(
         else:
             keep.append(it)
     if reserve_caps and any(caps.get(i.id) for i in keep):
-        over = stored_intent.daily_cap_reasons(database, keep, caps)
+        over = stored_intent.reserve_caps(stores.counters, keep, caps)
         ends += [(i, Status.CANCELLED, over[i.id]) for i in keep if i.id in over]
         keep = [i for i in keep if i.id not in over]
     return ends, keep

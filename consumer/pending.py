@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from dataclasses import dataclass
 
-from pymongo.database import Database
-
-from shared.domain.messages import Doc, Status
-from shared.store import db as dbm
+from shared.clock import Clock, ms_of, utcnow
+from shared.store.abc import MessageStore
 
 MAX_AGE_S = 60.0
 PLANNED_SKEW_MS = 5000  # a wake-up planned after the query started must not trust it
@@ -29,13 +26,13 @@ class _Entry:
     start: dt.datetime
     end: dt.datetime
     fetched_ms: int
-    fetched_mono: float
     ids: frozenset[str]
 
 
 class PendingCache:
-    def __init__(self, database: Database[Doc], span_s: float = 60.0) -> None:
-        self.db = database
+    def __init__(self, messages: MessageStore, span_s: float = 60.0, clock: Clock = utcnow) -> None:
+        self.messages = messages
+        self.clock = clock
         self.span = dt.timedelta(seconds=span_s)
         self._entries: list[_Entry] = []
         self._lock = threading.Lock()
@@ -44,8 +41,8 @@ class PendingCache:
     def pending(self, start: dt.datetime, end: dt.datetime, planned_ms: int) -> frozenset[str]:
         """Pending ids with ``start <= scheduledAt <= end`` (possibly a superset window)."""
         with self._lock:
-            now_mono = time.monotonic()
-            self._entries = [e for e in self._entries if now_mono - e.fetched_mono < MAX_AGE_S]
+            now_ms = ms_of(self.clock)
+            self._entries = [e for e in self._entries if now_ms - e.fetched_ms < MAX_AGE_S * 1000]
             for e in self._entries:
                 if (
                     e.start <= start
@@ -54,22 +51,8 @@ class PendingCache:
                 ):
                     return e.ids
             q_end = max(end, start + self.span)
-            fetched_ms = time.time_ns() // 1_000_000
-            cur = (
-                self.db[dbm.MESSAGES].find(
-                    {
-                        "status": Status.PENDING.value,
-                        "isDeleted": False,
-                        "scheduledAt": {"$gte": start, "$lte": q_end},
-                    },
-                    {"_id": 1},
-                )
-                # No .hint(): SecantusDB 0.7 ignores the scheduledAt bounds of a hinted range
-                # and walks the whole partial index (~0.1 ms per pending message: ~1 s at 10k,
-                # ~10 s at 100k); unhinted, its planner picks the same index with the bounds
-                # (8 ms for a 60 s window at 10k pending). Same results; see docs/performance.md.
-            )
-            ids = frozenset(d["_id"] for d in cur)
+            fetched_ms = now_ms
+            ids = self.messages.pending_ids(start, q_end)
             self.queries += 1
-            self._entries.append(_Entry(start, q_end, fetched_ms, now_mono, ids))
+            self._entries.append(_Entry(start, q_end, fetched_ms, ids))
             return ids

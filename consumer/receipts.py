@@ -24,9 +24,6 @@ import logging
 import threading
 from collections import Counter
 
-from pymongo import UpdateOne
-from pymongo.database import Database
-
 from shared import metrics
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc, Status
@@ -37,9 +34,12 @@ from shared.expo.pushes import ReceiptOutcome
 from shared.expo.sender import ExpoSender
 from shared.settings import Settings
 from shared.store import db as dbm
-from shared.store.tokens import apply_token_effects
+from shared.store.mongo import Stores, stores_of
+from shared.store.tokens import token_hygiene
 
 log = logging.getLogger(__name__)
+
+FieldsOf = tuple[str, Doc]  # a message id and the fields to set on it
 
 BATCH = 1000
 # A ticket id no chunk can be refused for: asked alone when Expo refuses a chunk, to tell a
@@ -49,10 +49,10 @@ PROBE_TICKET = "00000000-0000-0000-0000-000000000000"
 
 class ReceiptPoller:
     def __init__(
-        self, settings: Settings, database: Database[Doc], sender: ExpoSender, clock: Clock = utcnow
+        self, settings: Settings, database: Stores, sender: ExpoSender, clock: Clock = utcnow
     ) -> None:
         self.settings = settings
-        self.db = database
+        self.stores = stores_of(database)
         self.sender = sender
         self.clock = clock
 
@@ -61,14 +61,7 @@ class ReceiptPoller:
         counts: Counter[str] = Counter()
         now = self.clock()
         with dbm.translate_errors("reading due receipts"):
-            due = list(
-                self.db[dbm.MESSAGES]
-                .find(
-                    {"receipt.state": "pending", "receipt.checkAfter": {"$lte": now}},
-                    {"ticketId": 1, "notificationTokenId": 1, "userId": 1, "sentAt": 1},
-                )
-                .limit(limit)
-            )
+            due = self.stores.messages.receipts_due(now, limit)
         good: list[Doc] = []
         bad: list[tuple[Doc, str]] = []
         for d in due:
@@ -94,7 +87,7 @@ class ReceiptPoller:
             updates.append(_no_receipt(d["_id"], now, reason))
             counts[what] += 1
         with dbm.translate_errors("setting receipts aside"):
-            self.db[dbm.MESSAGES].bulk_write(updates, ordered=False)
+            self.stores.messages.set_fields(updates)
 
     def _ask(
         self, docs: list[Doc], now: dt.datetime, counts: Counter[str], *, probed: bool = False
@@ -130,7 +123,7 @@ class ReceiptPoller:
             return
         give_up = dt.timedelta(seconds=self.settings.consumer.receipts_give_up_s)
         retry_at = now + dt.timedelta(seconds=self.settings.consumer.receipts_interval_s)
-        updates: list[UpdateOne] = []
+        updates: list[FieldsOf] = []
         effects: list[TokenEffect] = []
         for d in docs:
             r = receipts.get(d["ticketId"])
@@ -139,9 +132,7 @@ class ReceiptPoller:
                     updates.append(_no_receipt(d["_id"], now, "no receipt from Expo within 24 h"))
                     counts["unknown"] += 1
                 else:
-                    updates.append(
-                        UpdateOne({"_id": d["_id"]}, {"$set": {"receipt.checkAfter": retry_at}})
-                    )
+                    updates.append((d["_id"], {"receipt.checkAfter": retry_at}))
                     counts["not_ready"] += 1
                 continue
             token, user = d["notificationTokenId"], d["userId"]
@@ -149,26 +140,19 @@ class ReceiptPoller:
             if effect is not None:
                 effects.append(effect)
             if r.ok:
-                updates.append(
-                    UpdateOne(
-                        {"_id": d["_id"]},
-                        {"$set": {"receipt.state": "ok", "receipt.checkedAt": now}},
-                    )
-                )
+                updates.append((d["_id"], {"receipt.state": "ok", "receipt.checkedAt": now}))
                 counts["ok"] += 1
             else:
                 reason = f"receipt error {r.error}: {r.message}".strip()
                 updates.append(
-                    UpdateOne(
-                        {"_id": d["_id"]},
+                    (
+                        d["_id"],
                         {
-                            "$set": {
-                                "status": Status.FAILED.value,
-                                "reason": reason,
-                                "receipt.state": "error",
-                                "receipt.error": r.error,
-                                "receipt.checkedAt": now,
-                            }
+                            "status": Status.FAILED.value,
+                            "reason": reason,
+                            "receipt.state": "error",
+                            "receipt.error": r.error,
+                            "receipt.checkedAt": now,
                         },
                     )
                 )
@@ -176,9 +160,14 @@ class ReceiptPoller:
             # The code, not the text Expo sent: a label from a fixed set (ErrorCode).
             metrics.RECEIPTS.labels("ok" if r.ok or r.code is None else r.code.value).inc()
         with dbm.translate_errors("recording receipts"):
-            if updates:
-                self.db[dbm.MESSAGES].bulk_write(updates, ordered=False)
-            apply_token_effects(self.db, effects, self.settings.outcomes.max_token_failures, now)
+            self.stores.messages.set_fields(updates)
+            token_hygiene(
+                self.stores.tokens,
+                self.stores.changes,
+                effects,
+                self.settings.outcomes.max_token_failures,
+                now,
+            )
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -193,9 +182,9 @@ class ReceiptPoller:
             stop.wait(self.settings.consumer.receipts_interval_s)
 
 
-def _no_receipt(message_id: str, now: dt.datetime, reason: str) -> UpdateOne:
-    """The write recording that no receipt will be known for this message, and why."""
-    return UpdateOne(
-        {"_id": message_id},
-        {"$set": {"receipt.state": "unknown", "receipt.checkedAt": now, "receipt.reason": reason}},
+def _no_receipt(message_id: str, now: dt.datetime, reason: str) -> FieldsOf:
+    """The fields recording that no receipt will be known for this message, and why."""
+    return (
+        message_id,
+        {"receipt.state": "unknown", "receipt.checkedAt": now, "receipt.reason": reason},
     )

@@ -1,7 +1,7 @@
 """Write outcomes to the database off the critical path, retrying until they are in.
 
 The sender hands each request's outcomes over as soon as the request returns. They are made
-durable at once in the send journal (``send_journal``: ticket ids included), group-committed: one
+durable at once in the send journal (ticket ids included), group-committed: one
 insert of one document (rows packed) for all requests that returned while the previous insert ran,
 which costs the database next to nothing; the per-message updates (status, ticket, receipt
 schedule), token hygiene and cap refunds are merged from the journal when no send is in flight
@@ -24,25 +24,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pymongo import UpdateOne
-from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError, PyMongoError
-
 from shared import metrics
-from shared.clock import Clock, utcnow
+from shared.clock import Budget, Clock, elapsed_s, utcnow
 from shared.domain.backoff import compute_backoff
-from shared.domain.messages import Doc, Status
+from shared.domain.messages import Status
 from shared.domain.outcomes import TokenEffect, pack_journal, row_entries
 from shared.errors import TransientError
 from shared.store import db as dbm
+from shared.store.abc import Ending, Outcome
 from shared.store.journal import MERGE_CHUNK, CapRefunds, apply_outcomes, entry_ops
+from shared.store.mongo import StoreError, Stores, stores_of
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Job:
-    updates: list[UpdateOne] = field(default_factory=list)
+    updates: list[Outcome | Ending] = field(default_factory=list)  # message writes
     effects: list[TokenEffect] = field(default_factory=list)
     outcomes: list[tuple[str, Status]] = field(default_factory=list)  # (category, status) metrics
     cap_refunds: CapRefunds = field(default_factory=CapRefunds)  # reservations to give back
@@ -52,7 +50,7 @@ class Job:
         1970, 1, 1, tzinfo=dt.UTC
     )  # when the request's outcomes came back
     journal_id: str = ""
-    journaled_at: float = 0.0
+    journaled_at: float = 0.0  # ``elapsed_s()`` when journaled (0: not yet)
     marker: str = ""  # a sent due group: its attempt records are released once its journal is in
 
 
@@ -62,7 +60,7 @@ _EMPTY = Job()
 class Recorder:
     def __init__(
         self,
-        database: Database[Doc],
+        stores: Stores,
         *,
         max_failures: int = 3,
         clock: Clock = utcnow,
@@ -72,7 +70,7 @@ class Recorder:
         consumer: str = "",
         release_attempts: Callable[[str], list[str]] | None = None,
     ) -> None:
-        self.db = database
+        self.stores = stores_of(stores)
         self.max_failures = max_failures
         self.receipts_delay_s = receipts_delay_s
         self._is_busy = busy or (lambda: False)
@@ -106,10 +104,10 @@ class Recorder:
     def stop(self, timeout: float = 30.0) -> None:
         """Let queued writes finish for at most ``timeout`` seconds in all, then stop. What is
         not written by then is in the journal (merged by whoever comes next) or was never sent."""
-        deadline = time.monotonic() + timeout
+        budget = Budget(timeout)
         self.wait_idle(timeout)
         self._q.put(None)
-        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._thread.join(timeout=budget.left())
 
     def _loop(self) -> None:
         journaled: list[Job] = []  # durable in the journal, not yet merged into messages
@@ -152,16 +150,19 @@ class Recorder:
 
     def _merge_if_due(self, journaled: list[Job]) -> None:
         busy = self._is_busy()
-        if journaled and (
-            not busy or time.monotonic() - journaled[0].journaled_at > self.max_defer_s
-        ):
+        if journaled and (not busy or self._deferred_s(journaled[0]) > self.max_defer_s):
             self._merge_all(journaled)
         if self._attempts_done and not busy:
             self._retry(self._drop_attempts, None)
 
+    def _deferred_s(self, job: Job) -> float:
+        """Real seconds since ``job``'s outcomes were journaled (its merge deferred meanwhile):
+        a bound on a real wait, so a fake clock that stands still cannot hold outcomes back."""
+        return elapsed_s() - job.journaled_at if job.journaled_at else 0.0
+
     def _drop_attempts(self, _: None) -> None:
         with dbm.translate_errors("deleting attempt records"):
-            self.db[dbm.ATTEMPTS].delete_many({"_id": {"$in": self._attempts_done}})
+            self.stores.guards.drop_attempts(self._attempts_done)
         self._attempts_done = []
 
     def _retry(self, fn: Callable[[Any], None], arg: Any) -> None:
@@ -170,7 +171,7 @@ class Recorder:
             try:
                 fn(arg)
                 return
-            except (TransientError, PyMongoError) as exc:
+            except (TransientError, StoreError) as exc:
                 attempt += 1
                 delay = compute_backoff(attempt, 0.2, 10.0, self._rng)
                 log.warning(
@@ -205,12 +206,9 @@ class Recorder:
             "at": self.clock(),
             "packed": pack_journal([(job.journal_at, job.journal or []) for job in jobs]),
         }
-        try:
-            with dbm.translate_errors("journaling outcomes"):
-                self.db[dbm.JOURNAL].insert_one(doc)
-        except DuplicateKeyError:
-            pass
-        now = time.monotonic()
+        with dbm.translate_errors("journaling outcomes"):
+            self.stores.journal.add(doc)
+        now = elapsed_s()
         for job in jobs:
             job.journaled_at = now
 
@@ -236,7 +234,7 @@ class Recorder:
 
     def _merge(self, args: tuple[list[Job], set[str]]) -> None:
         jobs, keep_journal = args
-        updates: list[UpdateOne] = []
+        updates: list[Outcome | Ending] = []
         effects: list[TokenEffect] = []
         refunds = CapRefunds()
         for job in jobs:
@@ -251,12 +249,12 @@ class Recorder:
                 j for j in dict.fromkeys(job.journal_id for job in jobs) if j not in keep_journal
             ]
             if done:
-                self.db[dbm.JOURNAL].delete_many({"_id": {"$in": done}})
+                self.stores.journal.delete(done)
 
     def _apply(self, job: Job) -> None:
         with dbm.translate_errors("recording outcomes"):
             apply_outcomes(
-                self.db,
+                self.stores,
                 job.updates,
                 job.effects,
                 job.cap_refunds,

@@ -12,17 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from pymongo.database import Database
-
-from shared.domain.messages import Doc, Status, outcome_unknown
-from shared.store import db as dbm
-from shared.store import guards
-from shared.store.messages import end
+from shared.domain.messages import Status, outcome_unknown
+from shared.store.abc import ConsumerStores, Ending
 from shared.wire import Item
 
 
 def take_over(
-    database: Database[Doc],
+    stores: ConsumerStores,
     others: list[Item],
     owner: str,
     now: dt.datetime,
@@ -32,33 +28,29 @@ def take_over(
     merge_journal_of: Callable[[str], object],
 ) -> set[str]:
     """The ids of ``others`` (guarded by someone else) that ``owner`` now holds."""
+    guards = stores.guards
     got: set[str] = set()
     merged: dict[str, set[str]] = {}
     for it in others:
         if held_here(it.id):
             continue  # this consumer holds it in another live wake-up: that one sends it
-        guard = guards.holder(database, it.id)
+        guard = guards.holder(it.id)
         if guard is None:  # released by its holder (shutdown or lost broker): take it
-            got |= guards.take_guards(database, [it.id], owner, now, wakeup=wakeup)
+            got |= guards.take([it.id], owner, now, wakeup=wakeup)
             continue
-        holder = str(guard.get("owner"))
+        holder = guard.owner
         if holder not in merged:
             if holder != owner:
                 # Fence first, then read: the holder can no longer start a request that the
                 # attempt records read below would miss (shared/store/guards.py).
-                guards.fence(database, holder, owner, now)
+                guards.fence(holder, owner, now)
                 merge_journal_of(holder)
-            merged[holder] = guards.maybe_sent(database, holder)
-        still = database[dbm.MESSAGES].find_one(
-            {"_id": it.id, "status": Status.PENDING.value}, {"_id": 1}
-        )
-        if still is None:
+            merged[holder] = guards.maybe_sent(holder)
+        if stores.messages.statuses([it.id]).get(it.id) != Status.PENDING.value:
             continue  # ended meanwhile (its journaled outcome was just merged): not ours
         if it.id in merged[holder]:
-            database[dbm.MESSAGES].bulk_write(
-                [end(it.id, Status.FAILED, outcome_unknown(holder), now)]
-            )
+            stores.messages.end([Ending(it.id, Status.FAILED, outcome_unknown(holder), now)])
             continue
-        if guards.take_over(database, guard, owner, now, wakeup):
+        if guards.take_over(guard, owner, now, wakeup):
             got.add(it.id)
     return got

@@ -7,13 +7,15 @@ record; send; record outcomes as each request returns; ack when every message is
 database. The frame is the unit of redelivery: whatever is unacked when a consumer dies comes
 back, and the guards make sure nothing is sent twice.
 
-This module is the intake, supervision and shutdown; the jobs it is assembled from are one
-module each: ``consumer.core`` (shared state, terminal writes, acks, releases),
-``consumer.prepare`` (the lead time) and ``consumer.dispatch`` (the due instant).
+``Consumer`` wires small parts, one module each, and keeps supervision and shutdown:
+``consumer.intake`` (frames in), ``consumer.prepare`` (the lead time), ``consumer.dispatch``
+(the due instant), ``consumer.recording`` (terminal writes, acks, releases) over the
+``consumer.recorder`` thread, with ``consumer.state`` the little they share.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import queue
 import random
@@ -22,26 +24,28 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-
-from pymongo.database import Database
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from consumer.attempts import AttemptLog
-from consumer.core import Batch
+from consumer.checks import IntentCheck
+from consumer.dispatch import Dispatch
+from consumer.intake import Intake
+from consumer.link import BrokerLink
 from consumer.pending import PendingCache
-from consumer.prepare import Preparing
+from consumer.prepare import Preparation
 from consumer.recorder import Recorder
+from consumer.recording import Recording
+from consumer.state import Held
 from consumer.timers import Timers
 from shared import metrics
 from shared.broker import Frame, StompClient
-from shared.clock import Clock, utcnow
+from shared.clock import Budget, Clock, utcnow
 from shared.domain.backoff import compute_backoff
-from shared.domain.messages import Doc
 from shared.errors import TransientError
 from shared.expo.pushes import Sender
 from shared.lifecycle import MARGIN_S
 from shared.settings import Settings
-from shared.wire import SIGNATURE_HEADER, WireError, check_signature, decode
+from shared.store.mongo import Stores, stores_of
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +53,29 @@ log = logging.getLogger(__name__)
 JOURNAL_ORPHAN_S = 60.0
 
 
-class Consumer(Preparing):
+def thread_pool(workers: int, name: str) -> Executor:
+    return ThreadPoolExecutor(workers, thread_name_prefix=name)
+
+
+class Consumer:
     """Competing consumer on the categories' queues. ``run()`` supervises and reconnects."""
 
     def __init__(
         self,
         settings: Settings,
-        database: Database[Doc],
+        database: Stores,
         sender: Sender,
         *,
         categories: list[str] | None = None,
         clock: Clock = utcnow,
         consumer_id: str | None = None,
         client_factory: Callable[..., StompClient] = StompClient,
+        timers: Timers | None = None,
+        executor: Callable[[int, str], Executor] = thread_pool,
     ) -> None:
+        """``timers`` and ``executor`` (``executor(workers, name)``) let a test run every part
+        in its own thread: ``Timers(clock, thread=False)`` and an executor that runs at once."""
         self.settings = settings
-        self.db = database
-        self.sender = sender
         self.categories = categories or list(settings.categories)
         for c in self.categories:
             if c not in settings.categories:
@@ -75,35 +85,76 @@ class Consumer(Preparing):
         self.clock = clock
         self.cid = consumer_id or f"consumer-{uuid.uuid4().hex[:8]}"
         self._client_factory = client_factory
-        self._client: StompClient | None = None
         self._inbox: queue.Queue[Frame] = queue.Queue()
-        self._timers = Timers(f"{self.cid}-timers")
-        self._prep = ThreadPoolExecutor(2, thread_name_prefix="prep")
-        self._dispatch = ThreadPoolExecutor(8, thread_name_prefix="dispatch")
-        self._in_flight: set[str] = set()
-        self._attempts = AttemptLog(database, self.cid, clock)
-        self._recorder = Recorder(
-            database,
+        self._rng = random.Random()
+        self.stop_event = threading.Event()
+        self.fenced: str | None = None  # set once a takeover fenced this consumer: it stops
+        self.stats: dict[str, int] = defaultdict(int)
+        self.held = Held()
+        self.link = BrokerLink(settings)
+        self.timers = timers or Timers(clock, f"{self.cid}-timers")
+        self._prep = executor(2, "prep")
+        self._dispatch = executor(8, "dispatch")
+        stores = stores_of(database)
+        self.attempts = AttemptLog(stores, self.cid, clock)
+        self.recorder = Recorder(
+            stores,
             max_failures=settings.outcomes.max_token_failures,
             clock=clock,
             receipts_delay_s=settings.outcomes.receipts_delay_s,
-            busy=lambda: bool(self._in_flight),
+            busy=self.held.sending,
             consumer=self.cid,
-            release_attempts=self._attempts.release,
+            release_attempts=self.attempts.release,
         )
-        self._pending = PendingCache(database, span_s=settings.wakeup.window_seconds + 5)
-        self._batches: dict[str, Batch] = {}
-        self._lock = threading.Lock()
-        self._rng = random.Random()
-        self.stop_event = threading.Event()
-        self.fenced: str | None = None
-        key = settings.stomp.signing_key
-        self._signing_key = key.get_secret_value() if key is not None else None
-        self._closing = False  # shutdown began: prepare nothing more, release instead
-        self._changes_lock = threading.Lock()
-        self._changes: set[str] = set()
-        self._changes_at = float("-inf")
-        self.stats: dict[str, int] = defaultdict(int)
+        self.checks = IntentCheck(settings, stores, clock)
+        self.recording = Recording(
+            settings,
+            stores,
+            cid=self.cid,
+            clock=clock,
+            held=self.held,
+            link=self.link,
+            recorder=self.recorder,
+            stats=self.stats,
+        )
+        self.dispatch = Dispatch(
+            settings,
+            sender,
+            cid=self.cid,
+            clock=clock,
+            held=self.held,
+            checks=self.checks,
+            recording=self.recording,
+            recorder=self.recorder,
+            attempts=self.attempts,
+            on_fenced=self._on_fenced,
+            rng=self._rng,
+        )
+        self.preparation = Preparation(
+            stores,
+            sender,
+            cid=self.cid,
+            clock=clock,
+            held=self.held,
+            link=self.link,
+            pending=PendingCache(
+                stores.messages, span_s=settings.wakeup.window_seconds + 5, clock=clock
+            ),
+            checks=self.checks,
+            recording=self.recording,
+            timers=self.timers,
+            dispatch=self.dispatch,
+            dispatch_pool=self._dispatch,
+            rng=self._rng,
+        )
+        self.intake = Intake(
+            settings,
+            held=self.held,
+            link=self.link,
+            timers=self.timers,
+            prep_pool=self._prep,
+            prepare=self.preparation.prepare,
+        )
 
     # -- supervising loop --------------------------------------------------------------------
     def run(self, *, burst: bool = False, idle_s: float = 2.0) -> int:
@@ -114,7 +165,7 @@ class Consumer(Preparing):
         try:
             while not self.stop_event.is_set():
                 try:
-                    self._merge_journal(older_than_s=JOURNAL_ORPHAN_S)
+                    self.recording.merge_journal(older_than_s=JOURNAL_ORPHAN_S)
                     self._connect()
                     attempt = 0
                     if self._consume(burst, idle_s):
@@ -133,6 +184,14 @@ class Consumer(Preparing):
     def stop(self) -> None:
         self.stop_event.set()
 
+    def _on_fenced(self, exc: Exception) -> None:
+        """Another consumer took over this one's guards: send nothing more, stop. A restart
+        is a new consumer (a new id), so fencing never outlives the process it stopped."""
+        if self.fenced is None:
+            log.error("%s: %s; stopping (a restart is a new consumer)", self.cid, exc)
+        self.fenced = str(exc)
+        self.stop_event.set()
+
     def _connect(self) -> None:
         self._close()
         self._inbox = queue.Queue()
@@ -140,101 +199,63 @@ class Consumer(Preparing):
         client.connect()
         for cat in self.categories:
             client.subscribe(self.settings.queue(cat), prefetch=self.settings.consumer.prefetch)
-        self._client = client
+        self.link.client = client
         log.info("%s consuming %s", self.cid, ", ".join(self.categories))
 
     def _close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        if self.link.client is not None:
+            self.link.client.close()
+            self.link.client = None
 
     def _consume(self, burst: bool, idle_s: float) -> bool:
         """Process frames; True when a burst run is finished."""
-        last = time.monotonic()
+        idle = Budget(idle_s)
         while not self.stop_event.is_set():
-            client = self._client
-            if client is None or not client.connected:
+            if not self.link.connected():
                 raise TransientError("lost the broker connection")
             try:
                 frame = self._inbox.get(timeout=0.2)
             except queue.Empty:
-                if burst and time.monotonic() - last > idle_s and self._idle():
+                if burst and idle.spent() and self._idle():
                     return True
                 continue
             if self.stop_event.is_set():
                 break  # stopping: left unacked, the broker gives it to another consumer
-            last = time.monotonic()
-            self._on_frame(frame)
+            idle = Budget(idle_s)
+            self.intake.on_frame(frame)
         return False
 
     def _idle(self) -> bool:
-        with self._lock:
-            return not self._batches and self._recorder.backlog == 0
-
-    # -- per frame ---------------------------------------------------------------------------
-    def _on_frame(self, frame: Frame) -> None:
-        """Take one frame: anything that is not a valid, authentic wake-up of a configured
-        category is dead-lettered with one log line, and the consumer goes on."""
-        try:
-            if self._signing_key is not None:
-                signature = frame.headers.get(SIGNATURE_HEADER)
-                check_signature(frame.body, signature, self._signing_key)
-            wake = decode(frame.body)
-            if wake.category not in self.settings.categories:
-                raise WireError("unknown_category", f"unknown category {wake.category[:64]!r}")
-        except WireError as exc:
-            self._dead_letter(frame, exc.kind, str(exc))
-            return
-        except Exception:
-            log.exception("bug while taking frame %s; dead-lettering it", frame.message_id)
-            self._dead_letter(frame, "consumer_error", "consumer error while decoding")
-            return
-        metrics.WAKEUPS.labels(wake.category, "received").inc()
-        batch = Batch(frame, wake)
-        key = f"{frame.message_id}:{frame.ack_id}"
-        with self._lock:
-            self._batches[key] = batch
-        lead = self.settings.wakeup.lead_seconds
-        wait_s = (wake.first_due_ms - lead * 1000 - self._now_ms()) / 1000
-        self._timers.at(
-            time.monotonic() + max(0.0, wait_s),
-            lambda: self._prep.submit(self._prepare, key, batch),
-        )
+        return self.held.empty() and self.recorder.backlog == 0
 
     # -- release and shutdown ------------------------------------------------------------------
     def _abandon_held(self) -> None:
         """After losing the broker: give every wake-up back (its frame will be redelivered)."""
-        self._timers.cancel_all()
-        with self._lock:
-            batches = list(self._batches.values())
-            self._batches.clear()
-        for b in batches:
+        self.timers.cancel_all()
+        for b in self.held.take_all():
             with b.lock:
                 unsent = [i for i in b.wake.items if i.id in b.open]
-            self._release(b, unsent)
+            self.recording.release(b, unsent)
         metrics.HELD.set(0)
 
     def _shutdown(self) -> None:
         """Finish what is due within the shutdown timeout, release the rest, then return."""
-        timeout = self.settings.shutdown.timeout_s
-        deadline = time.monotonic() + timeout
+        budget = Budget(self.settings.shutdown.timeout_s)
         # Batches not yet prepared are left to other consumers (their frames are not acked);
         # a preparation under way finishes its round trip and releases what it took.
-        self._closing = True
+        self.held.closing = True
         self._prep.shutdown(wait=True, cancel_futures=True)
-        nxt = self._timers.next_at()
-        while nxt is not None and nxt <= deadline:
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-            nxt = self._timers.next_at()
-            if time.monotonic() >= deadline:
+        nxt = self.timers.next_at()
+        while nxt is not None and nxt <= self.clock() + dt.timedelta(seconds=budget.left()):
+            time.sleep(min(0.1, budget.left()))
+            nxt = self.timers.next_at()
+            if budget.spent():
                 break
-        self._timers.cancel_all()
+        self.timers.cancel_all()
         self._dispatch.shutdown(wait=True)
-        self._recorder.wait_idle(max(0.5, deadline - time.monotonic()))
-        with self._lock:
-            batches = list(self._batches.values())
+        self.recorder.wait_idle(max(0.5, budget.left()))
         free: list[str] = []
-        for b in batches:
+        for b in self.held.all():
             with b.lock:
                 if b.acked:
                     continue
@@ -244,8 +265,7 @@ class Consumer(Preparing):
         # margin before the stop deadline (shared/lifecycle.py): a database that does not answer
         # costs at most that, and what stays guarded is left for a takeover. Releasing matters:
         # a takeover re-checks guards one by one, a free guard is taken in one write.
-        budget = deadline + 0.7 * MARGIN_S - time.monotonic()
-        self._release_guards(free, budget_s=max(0.2, budget))
-        self._recorder.stop(timeout=max(0.2, deadline - time.monotonic()))
-        self._timers.stop()
+        self.recording.release_guards(free, budget_s=max(0.2, budget.left() + 0.7 * MARGIN_S))
+        self.recorder.stop(timeout=max(0.2, budget.left()))
+        self.timers.stop()
         log.info("%s stopped: %d batches done", self.cid, self.stats["batches"])

@@ -26,7 +26,8 @@ from pymongo.errors import PyMongoError
 
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
-from shared.store import db as dbm
+from shared.store.abc import SenderRegistry
+from shared.store.mongo.fleet import MongoSenders
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +35,21 @@ PERIOD_S = 0.5
 LIVE_S = 3.0
 
 
-def live_senders(database: Database[Doc], now: dt.datetime) -> list[Doc]:
+Registry = SenderRegistry | Database[Doc]
+"""The registry, or a MongoDB database (its adapter is made for it)."""
+
+
+def registry_of(where: Registry) -> SenderRegistry:
+    return MongoSenders(where) if isinstance(where, Database) else where
+
+
+def live_senders(database: Registry, now: dt.datetime) -> list[Doc]:
     """Senders whose heartbeat is younger than ``LIVE_S``."""
-    since = now - dt.timedelta(seconds=LIVE_S)
-    return list(database[dbm.SENDERS].find({"heartbeatAt": {"$gte": since}}))
+    return registry_of(database).live_since(now - dt.timedelta(seconds=LIVE_S))
 
 
 def live_consumers(
-    database: Database[Doc], categories: Iterable[str], now: dt.datetime | None = None
+    database: Registry, categories: Iterable[str], now: dt.datetime | None = None
 ) -> dict[str, int]:
     """How many live consumers take each of ``categories`` (0 for one nobody takes)."""
     counts = dict.fromkeys(categories, 0)
@@ -53,7 +61,7 @@ def live_consumers(
 
 
 def categories_without_consumer(
-    database: Database[Doc], categories: Iterable[str], now: dt.datetime
+    database: Registry, categories: Iterable[str], now: dt.datetime
 ) -> list[str]:
     """The configured categories that no live consumer takes."""
     return [c for c, n in live_consumers(database, categories, now).items() if n == 0]
@@ -69,7 +77,7 @@ class FleetShare:
 
     def __init__(
         self,
-        database: Database[Doc],
+        database: Registry,
         sender_id: str,
         fleet_rate: float,
         *,
@@ -77,7 +85,7 @@ class FleetShare:
         categories: Iterable[str] = (),
         clock: Clock = utcnow,
     ) -> None:
-        self.db, self.clock = database, clock
+        self.registry, self.clock = registry_of(database), clock
         self.sender_id, self.kind, self.categories = sender_id, kind, sorted(categories)
         self.fleet_rate = fleet_rate
         self.senders = 1  # live senders, this one included, as last read
@@ -104,7 +112,7 @@ class FleetShare:
         if self._thread is not None:
             self._thread.join(PERIOD_S * 4)
         try:
-            self.db[dbm.SENDERS].delete_one({"_id": self.sender_id})
+            self.registry.leave(self.sender_id)
         except PyMongoError as exc:
             log.warning("could not leave the sender registry (%s); it expires by itself", exc)
 
@@ -115,19 +123,13 @@ class FleetShare:
     def _beat(self) -> None:
         now = self.clock()
         try:
-            self.db[dbm.SENDERS].update_one(
-                {"_id": self.sender_id},
-                {
-                    "$set": {"heartbeatAt": now, "kind": self.kind, "categories": self.categories},
-                    "$setOnInsert": {
-                        "startedAt": now,
-                        "host": socket.gethostname(),
-                        "pid": os.getpid(),
-                    },
-                },
-                upsert=True,
+            self.registry.beat(
+                self.sender_id,
+                now,
+                {"kind": self.kind, "categories": self.categories},
+                {"startedAt": now, "host": socket.gethostname(), "pid": os.getpid()},
             )
-            n = len(live_senders(self.db, now))
+            n = len(live_senders(self.registry, now))
         except PyMongoError as exc:
             log.warning(
                 "sender registry unreadable (%s); keeping a share of 1/%d", exc, self.senders
@@ -138,7 +140,7 @@ class FleetShare:
         self.senders = max(1, n)
 
 
-def consumer_alerts(database: Database[Doc], categories: Iterable[str]) -> dict[str, str]:
+def consumer_alerts(database: Registry, categories: Iterable[str]) -> dict[str, str]:
     """``/healthz`` alerts: ``{"consumers": "no consumer alive for category X, Y"}``, or ``{}``."""
     missing = categories_without_consumer(database, categories, utcnow())
     if not missing:

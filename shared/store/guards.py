@@ -19,70 +19,50 @@ from __future__ import annotations
 import datetime as dt
 
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError
 
 from shared.domain.messages import Doc
-from shared.store import db as dbm
+from shared.store.abc import Guard
+from shared.store.mongo.guards import MongoGuards
+
+# The functions below are the MongoDB adapter (``shared.store.mongo.guards``) by the names and
+# signatures callers outside the consumer still use (creator/janitor, shared/store/replays).
 
 
 def take_guards(
     database: Database[Doc], ids: list[str], owner: str, now: dt.datetime, wakeup: str | None = None
 ) -> set[str]:
     """Insert send guards; return the ids this owner got (the others were already taken)."""
-    if not ids:
-        return set()
-    docs = [{"_id": i, "owner": owner, "wakeup": wakeup, "at": now} for i in ids]
-    try:
-        database[dbm.SENDS].insert_many(docs, ordered=False)
-        return set(ids)
-    except BulkWriteError as exc:
-        lost = set()
-        for err in exc.details.get("writeErrors", []):
-            if err.get("code") != 11000:
-                raise
-            lost.add(docs[err["index"]]["_id"])
-        return set(ids) - lost
+    return MongoGuards(database).take(ids, owner, now, wakeup)
 
 
 def maybe_sent(database: Database[Doc], owner: str) -> set[str]:
     """Messages a consumer had started an Expo request for and has no merged outcome of."""
-    return {
-        i for d in database[dbm.ATTEMPTS].find({"consumer": owner}, {"ids": 1}) for i in d["ids"]
-    }
+    return MongoGuards(database).maybe_sent(owner)
 
 
 def holder(database: Database[Doc], message_id: str) -> Doc | None:
     """The guard of ``message_id`` (who holds it, since when), or ``None``."""
-    return database[dbm.SENDS].find_one({"_id": message_id})
+    g = MongoGuards(database).holder(message_id)
+    if g is None:
+        return None
+    return {"_id": g.id, "owner": g.owner, "at": g.at, "wakeup": g.wakeup}
 
 
 def in_attempt(database: Database[Doc], owner: object, message_id: str) -> bool:
     """Whether ``owner`` recorded an attempt (a request that may have left) for the message."""
-    found = database[dbm.ATTEMPTS].find_one({"consumer": owner, "ids": message_id}, {"_id": 1})
-    return found is not None
+    return MongoGuards(database).in_attempt(owner, message_id)
 
 
 def take_over(
-    database: Database[Doc], guard: Doc, owner: str, now: dt.datetime, wakeup: str
+    database: Database[Doc], guard: Guard, owner: str, now: dt.datetime, wakeup: str
 ) -> bool:
     """Move ``guard`` to ``owner`` if nobody moved it meanwhile (compare-and-set on holder+time)."""
-    r = database[dbm.SENDS].update_one(
-        {"_id": guard["_id"], "owner": guard.get("owner"), "at": guard.get("at")},
-        {
-            "$set": {
-                "owner": owner,
-                "at": now,
-                "wakeup": wakeup,
-                "takenOverFrom": guard.get("owner"),
-            }
-        },
-    )
-    return bool(r.modified_count)
+    return MongoGuards(database).take_over(guard, owner, now, wakeup)
 
 
 def release(database: Database[Doc], ids: list[str], owner: str) -> None:
     """Give back ``owner``'s guards of ``ids`` (only for messages that certainly never left)."""
-    database[dbm.SENDS].delete_many({"_id": {"$in": ids}, "owner": owner})
+    MongoGuards(database).release(ids, owner)
 
 
 class Fenced(Exception):
@@ -91,10 +71,9 @@ class Fenced(Exception):
 
 def fence(database: Database[Doc], holder: str, by: str, now: dt.datetime) -> None:
     """Forbid ``holder`` to start any request from now on (before taking over its guards)."""
-    database[dbm.FENCES].update_one({"_id": holder}, {"$set": {"by": by, "at": now}}, upsert=True)
+    MongoGuards(database).fence(holder, by, now)
 
 
 def fenced_by(database: Database[Doc], consumer: str) -> str | None:
     """Who fenced ``consumer`` (``None``: nobody; it may send)."""
-    doc = database[dbm.FENCES].find_one({"_id": consumer}, {"by": 1})
-    return None if doc is None else str(doc.get("by"))
+    return MongoGuards(database).fenced_by(consumer)

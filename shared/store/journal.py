@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-
-from pymongo import UpdateOne
-from pymongo.database import Database
+from collections.abc import Sequence
 
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
@@ -41,13 +39,15 @@ from shared.domain.outcomes import (
     outcome_fields,
 )
 from shared.store import db as dbm
+from shared.store.abc import Ending, Outcome
 from shared.store.intent import cap_key
-from shared.store.tokens import apply_token_effects
+from shared.store.mongo import Stores, stores_of
+from shared.store.mongo.messages import MERGE_CHUNK
+from shared.store.tokens import token_hygiene
 
 log = logging.getLogger(__name__)
 
-# Outcomes per merge write: ~0.7 s of the MongoDB-compatible server here (1.5 ms per update).
-MERGE_CHUNK = 500
+__all__ = ["MERGE_CHUNK", "CapRefunds", "apply_outcomes", "entry_ops", "merge_journal"]
 
 
 class CapRefunds(dict[str, int]):
@@ -70,9 +70,9 @@ class CapRefunds(dict[str, int]):
 
 def entry_ops(
     entries: list[Doc], receipts_delay_s: float
-) -> tuple[list[UpdateOne], list[TokenEffect], CapRefunds]:
-    """Message updates, token effects and cap refunds for journal entries."""
-    updates: list[UpdateOne] = []
+) -> tuple[list[Outcome], list[TokenEffect], CapRefunds]:
+    """Message outcomes, token effects and cap refunds for journal entries."""
+    updates: list[Outcome] = []
     effects: list[TokenEffect] = []
     refunds = CapRefunds()
     for e in entries:
@@ -94,12 +94,12 @@ def entry_ops(
             refunds.add(cap_key(e["user"], e["ld"]), e["id"])
         fields.update(consumer=e.get("consumer"), attempts=e.get("attempts", 1))
         # Already ended at this instant: this outcome is in (a merge run twice); leave it be.
-        updates.append(UpdateOne({"_id": e["id"], "finishedAt": {"$ne": at}}, {"$set": fields}))
+        updates.append(Outcome(e["id"], at, fields))
     return updates, effects, refunds
 
 
 def merge_journal(
-    database: Database[Doc],
+    where: Stores,
     *,
     receipts_delay_s: float,
     max_failures: int,
@@ -112,17 +112,14 @@ def merge_journal(
     ``consumer`` limits it to one (dead) consumer's entries; ``older_than_s`` to entries no live
     consumer is still about to merge. Returns how many messages were updated.
     """
-    flt: Doc = {}
-    if consumer is not None:
-        flt["consumer"] = consumer
-    if older_than_s is not None:
-        flt["at"] = {"$lt": clock() - dt.timedelta(seconds=older_than_s)}
+    stores = stores_of(where)
+    before = None if older_than_s is None else clock() - dt.timedelta(seconds=older_than_s)
     n = 0
     with dbm.translate_errors("merging the send journal"):
-        for doc in database[dbm.JOURNAL].find(flt):
+        for doc in stores.journal.left(consumer, before):
             updates, effects, refunds = entry_ops(journal_entries(doc), receipts_delay_s)
-            apply_outcomes(database, updates, effects, refunds, max_failures, clock())
-            database[dbm.JOURNAL].delete_one({"_id": doc["_id"]})
+            apply_outcomes(stores, updates, effects, refunds, max_failures, clock())
+            stores.journal.delete([doc["_id"]])
             n += len(updates)
     if n:
         log.info("merged %d outcomes left in the send journal", n)
@@ -130,25 +127,24 @@ def merge_journal(
 
 
 def apply_outcomes(
-    database: Database[Doc],
-    updates: list[UpdateOne],
+    where: Stores,
+    updates: Sequence[Outcome | Ending],
     effects: list[TokenEffect],
     cap_refunds: CapRefunds,
     max_failures: int,
     now: dt.datetime,
 ) -> None:
-    """Message updates, cap refunds and token hygiene; applying them again changes nothing."""
-    for i in range(0, len(updates), MERGE_CHUNK):  # short writes: see Recorder._merge_all
-        database[dbm.MESSAGES].bulk_write(updates[i : i + MERGE_CHUNK], ordered=False)
-    refunds = [
-        UpdateOne(
-            {"_id": counter, "refunded": {"$ne": message_id}},
-            {"$inc": {"count": -1}, "$push": {"refunded": message_id}},
-        )
-        for counter, ids in cap_refunds.ids.items()
-        for message_id in ids
-    ]
+    """Message outcomes and terminal writes, cap refunds and token hygiene; applying them
+    again changes nothing."""
+    stores = stores_of(where)
+    outcomes = [u for u in updates if isinstance(u, Outcome)]
+    endings = [u for u in updates if isinstance(u, Ending)]
+    if outcomes:
+        stores.messages.apply(outcomes)
+    if endings:
+        stores.messages.end(endings)
+    refunds = [(counter, m) for counter, ids in cap_refunds.ids.items() for m in ids]
     if refunds:
-        database[dbm.COUNTERS].bulk_write(refunds, ordered=False)
+        stores.counters.refund(refunds)
     if effects:
-        apply_token_effects(database, effects, max_failures, now)
+        token_hygiene(stores.tokens, stores.changes, effects, max_failures, now)

@@ -12,7 +12,9 @@ from typing import Any
 
 from pymongo import UpdateOne
 
-from shared.domain.messages import Status, terminal_update
+from shared.domain.messages import Status
+from shared.store.abc import Ending
+from shared.store.mongo.messages import ending_op
 
 
 def end(
@@ -25,7 +27,4 @@ def end(
     **fields: Any,
 ) -> UpdateOne:
     """The write ending ``message_id`` with ``status`` and ``reason`` if it is still ``expect``."""
-    return UpdateOne(
-        {"_id": message_id, "status": expect.value},
-        {"$set": terminal_update(status, reason, now, **fields)},
-    )
+    return ending_op(Ending(message_id, status, reason, now, expect, fields))

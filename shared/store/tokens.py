@@ -23,9 +23,21 @@ from shared.domain.messages import Doc
 from shared.domain.outcomes import EffectKind, TokenEffect
 from shared.domain.plan import bucket_of
 from shared.store import db as dbm
-from shared.store.intent import record_changes
+from shared.store.abc import IntentLog, TokenStore
+from shared.store.mongo.intent import MongoIntentLog
+from shared.store.mongo.tokens import MongoTokens
 
 TOKEN_REPLACED = "token replaced"
+
+
+def deactivate_tokens(
+    tokens: TokenStore, log: IntentLog, token_ids: Collection[str], reason: str, now: dt.datetime
+) -> list[Doc]:
+    """Deactivate the active ones of ``token_ids``; stamp their users in the change log;
+    return the registrations this call turned off (``_id`` and ``userId``)."""
+    off = tokens.deactivate(token_ids, reason, now)
+    _stamp(log, off, now)
+    return off
 
 
 def deactivate(
@@ -33,28 +45,16 @@ def deactivate(
 ) -> list[Doc]:
     """Deactivate every active registration matching ``flt``; stamp their users in the change
     log; return the registrations this call turned off (``_id`` and ``userId``)."""
-    tokens = database[dbm.TOKENS]
-    hit = list(tokens.find({**flt, "isActive": True}, {"userId": 1}))
-    off: list[Doc] = []
-    for t in hit:
-        r = tokens.update_one(
-            {"_id": t["_id"], "isActive": True},
-            {
-                "$set": {
-                    "isActive": False,
-                    "deactivatedAt": now,
-                    "deactivationReason": reason,
-                    "updatedAt": now,
-                }
-            },
-        )
-        if r.modified_count:
-            off.append(t)
+    off = MongoTokens(database).deactivate_matching(flt, reason, now)
+    _stamp(MongoIntentLog(database), off, now)
+    return off
+
+
+def _stamp(log: IntentLog, off: list[Doc], now: dt.datetime) -> None:
     # A registration written by hand without its user has no one to stamp.
     users = {u for t in off if isinstance(u := t.get("userId"), str)}
     if users:
-        record_changes(database, users, now)
-    return off
+        log.record(users, now)
 
 
 def holds(doc: Doc, device: str, token: str) -> bool:
@@ -69,16 +69,8 @@ def same_login(doc: Doc, user_id: str, device: str, token: str) -> bool:
 
 
 def active_for(database: Database[Doc], device: str, token: str) -> list[Doc]:
-    """The active registrations of this device id or of this token string.
-
-    Two indexed lookups merged here, not one ``$or``: the MongoDB-compatible server used here
-    scans the whole collection for an ``$or`` (18 ms at 1,000 tokens, growing with them), and
-    each lookup alone is a point read on its partial unique index (under 1 ms)."""
-    tokens = database[dbm.TOKENS]
-    found = {d["_id"]: d for d in tokens.find({"deviceId": device, "isActive": True})}
-    for d in tokens.find({"token": token, "isActive": True}):
-        found.setdefault(d["_id"], d)
-    return list(found.values())
+    """The active registrations of this device id or of this token string."""
+    return MongoTokens(database).active_for(device, token)
 
 
 def new_registration(user_id: str, device: str, token: str, now: dt.datetime) -> Doc:
@@ -98,6 +90,17 @@ def new_registration(user_id: str, device: str, token: str, now: dt.datetime) ->
 def apply_token_effects(
     database: Database[Doc], effects: list[TokenEffect], max_failures: int, now: dt.datetime
 ) -> None:
+    """``token_hygiene`` on MongoDB."""
+    token_hygiene(MongoTokens(database), MongoIntentLog(database), effects, max_failures, now)
+
+
+def token_hygiene(
+    tokens: TokenStore,
+    log: IntentLog,
+    effects: list[TokenEffect],
+    max_failures: int,
+    now: dt.datetime,
+) -> None:
     """Token hygiene: dead tokens off at once, N failures in a row off, a success resets.
 
     "In a row" is by push instant, whatever order the outcomes arrive in: a failure counts only
@@ -106,70 +109,34 @@ def apply_token_effects(
     an old push therefore cannot wipe out newer failures, nor an old failure add to a newer run.
 
     Applying the same effects again changes nothing (a journal merged twice, or by two mergers
-    at once): a failure that names its message counts once, its id kept in ``failedMessages``
-    until a success resets the run (a reset only clears failures pushed before it, which the
-    ``failureResetAt`` guard refuses from then on). A failure already counted still checks the
-    deactivation, which a merge that stopped part-way may not have made.
+    at once): a failure that names its message counts once (``TokenStore.count_failure``), and
+    a failure already counted still checks the deactivation, which a merge that stopped
+    part-way may not have made.
     """
-    tokens = database[dbm.TOKENS]
     ordered = sorted(effects, key=lambda e: e.pushed_at or now)
     failing: set[str] | None = None  # tokens with failures, looked up once if a success needs it
     for e in ordered:
         at = e.pushed_at or now
         if e.kind == EffectKind.DEAD:
             reason = e.reason or "DeviceNotRegistered"
-            if deactivate(database, {"_id": e.token_id}, reason, now):
+            if deactivate_tokens(tokens, log, [e.token_id], reason, now):
                 metrics.TOKENS_DEACTIVATED.labels("DeviceNotRegistered").inc()
         elif e.kind == EffectKind.FAIL:
-            # An update then a read by _id, not a find_one_and_update, and ``$not`` rather than
-            # an ``$or`` with ``$exists``: the server here reads every registration for either
-            # (1.4 to 3 s at 200,000 documents), once per failed push. ``$not: {$gt}`` also
-            # counts a failure when the reset instant is missing or not a date.
-            flt: Doc = {"_id": e.token_id, "failureResetAt": {"$not": {"$gt": at}}}
-            update: Doc = {
-                "$inc": {"failureCount": 1},
-                "$max": {"lastFailureAt": at},
-                "$set": {"updatedAt": now},
-            }
-            if e.message_id:
-                flt["failedMessages"] = {"$ne": e.message_id}
-                update["$push"] = {"failedMessages": e.message_id}
-            doc = None
-            if tokens.update_one(flt, update).matched_count:
-                doc = tokens.find_one({"_id": e.token_id})
-            elif e.message_id:  # counted before? its deactivation may be due
-                doc = tokens.find_one({"_id": e.token_id, "failedMessages": e.message_id})
+            doc = tokens.count_failure(e.token_id, at, e.message_id, now)
             if doc is None:
                 continue  # a success pushed later already reset the run this belonged to
             if failing is not None:
                 failing.add(e.token_id)
             if doc.get("isActive") and int(doc.get("failureCount", 0)) >= max_failures:
                 reason = f"{max_failures} consecutive failures (last: {e.reason})"
-                if deactivate(database, {"_id": e.token_id}, reason, now):
+                if deactivate_tokens(tokens, log, [e.token_id], reason, now):
                     metrics.TOKENS_DEACTIVATED.labels("consecutive_failures").inc()
         elif e.kind == EffectKind.OK:
             if failing is None:
-                # Only tokens that have failures need a reset: a small partial index finds them.
-                failing = {
-                    d["_id"]
-                    for d in tokens.find({"failureCount": {"$gt": 0}}, {"_id": 1}).hint(
-                        "failing_tokens"
-                    )
-                }
+                failing = tokens.failing()
             if e.token_id not in failing:
                 continue
-            r = tokens.update_one(
-                {
-                    "_id": e.token_id,
-                    "failureCount": {"$gt": 0},
-                    "lastFailureAt": {"$not": {"$gt": at}},  # not an ``$or``: see FAIL above
-                },
-                {
-                    "$set": {"failureCount": 0, "failedMessages": [], "updatedAt": now},
-                    "$max": {"failureResetAt": at},
-                },
-            )
-            if r.modified_count:
+            if tokens.reset_failures(e.token_id, at, now):
                 failing.discard(e.token_id)
 
 

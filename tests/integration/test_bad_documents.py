@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from consumer.checks import IntentCheck
 from consumer.receipts import ReceiptPoller
-from consumer.worker import Consumer
 from creator.janitor import sweep
 from ops.doctor import run_checks
 from shared.clock import utcnow
@@ -256,16 +256,16 @@ def test_a_bug_in_the_intent_check_releases_the_guards_it_took(
     world.user("g1")
     world.user("g2")
     ids = [d["_id"] for d in world.due_messages(["g1", "g2"], in_seconds(3))]
-    real = Consumer._judge
+    real = IntentCheck.judge
 
     def broken(
-        self: Consumer, w: Any, items: Any, now: Any, changed: Any, caps: bool = True
+        self: IntentCheck, w: Any, items: Any, now: Any, changed: Any, caps: bool = True
     ) -> Any:
         if not caps:  # the preparation's check, after the guards were taken
             raise ValueError("a bug")
         return real(self, w, items, now, changed, caps)
 
-    monkeypatch.setattr(Consumer, "_judge", broken)
+    monkeypatch.setattr(IntentCheck, "judge", broken)
     world.start_consumer()
     frame = dlq.get(timeout=20)
     assert "preparing" in frame.headers["tzpush-reason"]

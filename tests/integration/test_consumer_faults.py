@@ -66,9 +66,9 @@ def test_broker_lost_during_the_final_check_pushes_each_message_once(world):
     n = 30
     docs = herd(world, n, in_seconds(5), prefix="bl")
     a = world.start_consumer(consumer_id="cons-a").consumer
-    entered, release = _gate(a, "_recent_changes")  # the final check's first database read
+    entered, release = _gate(a.checks, "recent_changes")  # the final check's first database read
     finished = threading.Event()
-    real_send = a._send
+    real_send = a.dispatch.send
 
     def send(*args: Any) -> None:
         try:
@@ -76,13 +76,13 @@ def test_broker_lost_during_the_final_check_pushes_each_message_once(world):
         finally:
             finished.set()
 
-    a._send = send  # type: ignore[method-assign]
+    a.dispatch.send = send  # type: ignore[method-assign]
     arm(world, docs)
     wait_for(entered.is_set, 20, what="consumer A in the final check of its due group")
     # A loses the broker (and cannot reconnect): the broker gives the frame to B.
     a._client_factory = _unreachable
-    assert a._client is not None
-    a._client.close()
+    assert a.link.client is not None
+    a.link.client.close()
     world.start_consumer(consumer_id="cons-b")
     wait_for(lambda: terminal(world, n), 30, what="B to send the redelivered wake-up")
     release.set()  # A's due group goes on from its final check
@@ -96,7 +96,7 @@ def test_shutdown_keeps_the_guards_of_what_was_sent_but_not_merged(world):
     docs = herd(world, n, in_seconds(4), prefix="sd")
     running = world.start_consumer(consumer_id="cons-a")
     a = running.consumer
-    merging, release = _gate(a._recorder, "_merge")  # outcomes journaled, never merged
+    merging, release = _gate(a.recorder, "_merge")  # outcomes journaled, never merged
     arm(world, docs)
     wait_for(lambda: len(world.fake.pushes()) >= n, 20, what="A to send the due group")
     wait_for(merging.is_set, 20, what="A's recorder to start merging")
@@ -164,12 +164,12 @@ def test_a_holder_fenced_by_a_takeover_sends_nothing_more(world):
     docs = herd(world, n, in_seconds(5), prefix="fe")
     running = world.start_consumer(consumer_id="cons-a")
     a = running.consumer
-    entered, release = _gate(a._attempts, "mark")  # after the given-back check, before the record
+    entered, release = _gate(a.attempts, "mark")  # after the given-back check, before the record
     arm(world, docs)
     wait_for(entered.is_set, 20, what="A about to record its first request")
     a._client_factory = _unreachable
-    assert a._client is not None
-    a._client.close()
+    assert a.link.client is not None
+    a.link.client.close()
     world.start_consumer(consumer_id="cons-b")
     wait_for(lambda: terminal(world, n), 30, what="B to send the redelivered wake-up")
     release.set()
@@ -188,7 +188,7 @@ def test_a_bug_in_the_final_check_releases_the_guards_and_parks_the_wakeup(world
     docs = herd(world, n, in_seconds(4), prefix="bug")
     a = world.start_consumer(consumer_id="cons-a").consumer
     calls = {"n": 0}
-    real = a._recent_changes
+    real = a.checks.recent_changes
 
     def broken() -> set[str]:
         calls["n"] += 1
@@ -196,7 +196,7 @@ def test_a_bug_in_the_final_check_releases_the_guards_and_parks_the_wakeup(world
             raise RuntimeError("injected bug")
         return real()
 
-    a._recent_changes = broken  # type: ignore[method-assign]
+    a.checks.recent_changes = broken  # type: ignore[method-assign]
     arm(world, docs)
     wait_for(lambda: calls["n"] >= 1, 20, what="the final check")
     wait_for(lambda: world.db[dbm.SENDS].count_documents({}) == 0, 10, what="guards released")

@@ -181,7 +181,7 @@ def test_a_merge_that_failed_before_its_delete_is_retried_without_counting_again
     db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _seed(db)
-    real_delete = pymongo.collection.Collection.delete_one
+    real_delete = pymongo.collection.Collection.delete_many
     calls = {"n": 0}
 
     def flaky_delete(self: Any, *args: Any, **kw: Any) -> Any:
@@ -190,7 +190,7 @@ def test_a_merge_that_failed_before_its_delete_is_retried_without_counting_again
             raise AutoReconnect("connection lost (simulated)")
         return real_delete(self, *args, **kw)
 
-    monkeypatch.setattr(pymongo.collection.Collection, "delete_one", flaky_delete)
+    monkeypatch.setattr(pymongo.collection.Collection, "delete_many", flaky_delete)
     with pytest.raises(TransientError):
         _merge(db)  # everything applied, the journal document still there
     assert db[dbm.JOURNAL].count_documents({}) == 1
@@ -203,15 +203,15 @@ def test_a_merge_that_failed_between_refunds_and_token_hygiene_is_retried_safely
     db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _seed(db)
-    real = journal.apply_token_effects
+    real = journal.token_hygiene
 
     def lost(*args: Any, **kw: Any) -> None:
         raise AutoReconnect("connection lost (simulated)")
 
-    monkeypatch.setattr(journal, "apply_token_effects", lost)
+    monkeypatch.setattr(journal, "token_hygiene", lost)
     with pytest.raises(TransientError):
         _merge(db)  # messages and refunds in, token effects not
-    monkeypatch.setattr(journal, "apply_token_effects", real)
+    monkeypatch.setattr(journal, "token_hygiene", real)
     _merge(db)
     assert _state(db) == MERGED_ONCE
 
@@ -220,7 +220,7 @@ def test_a_retry_after_the_deactivation_failed_deactivates_without_counting_agai
     db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _seed(db)
-    real = tokens_mod.deactivate
+    real = tokens_mod.deactivate_tokens
     calls = {"n": 0}
 
     def flaky(*args: Any, **kw: Any) -> Any:
@@ -229,7 +229,7 @@ def test_a_retry_after_the_deactivation_failed_deactivates_without_counting_agai
             raise AutoReconnect("connection lost (simulated)")
         return real(*args, **kw)
 
-    monkeypatch.setattr(tokens_mod, "deactivate", flaky)
+    monkeypatch.setattr(tokens_mod, "deactivate_tokens", flaky)
     with pytest.raises(TransientError):
         _merge(db, max_failures=2)  # both failures counted, the deactivation lost
     _merge(db, max_failures=2)

@@ -1,0 +1,61 @@
+"""The MongoDB adapter of the storage seam (``shared.store.abc``): one module per resource.
+
+The only code that names a collection, and the only place for the workarounds of the
+MongoDB-compatible server used here (SecantusDB), each commented with what plain MongoDB does.
+"""
+
+from __future__ import annotations
+
+from pymongo.database import Database
+from pymongo.errors import PyMongoError
+
+from shared.domain.messages import Doc
+from shared.store.abc import ConsumerStores
+from shared.store.mongo.fleet import MongoSenders
+from shared.store.mongo.guards import MongoGuards
+from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent, MongoIntentLog
+from shared.store.mongo.journal import MongoJournal
+from shared.store.mongo.messages import MongoMessages
+from shared.store.mongo.tokens import MongoTokens
+
+StoreError = PyMongoError
+"""Any error the database driver raises that ``translate_errors`` left as it is; the consumer
+retries it like a ``TransientError`` (it may be a server that is starting, or a bug)."""
+
+Stores = ConsumerStores | Database[Doc]
+"""The consumer's stores, or a MongoDB database (its adapter is made for it)."""
+
+
+def stores_of(where: Stores) -> ConsumerStores:
+    """``where`` itself, or the MongoDB adapter of the consumer's stores on it."""
+    return where if isinstance(where, ConsumerStores) else consumer_stores(where)
+
+
+def consumer_stores(database: Database[Doc]) -> ConsumerStores:
+    """The consumer's stores on ``database``."""
+    return ConsumerStores(
+        messages=MongoMessages(database),
+        guards=MongoGuards(database),
+        journal=MongoJournal(database),
+        changes=MongoIntentLog(database),
+        counters=MongoCapCounters(database),
+        tokens=MongoTokens(database),
+        current=MongoCurrentIntent(database),
+        senders=MongoSenders(database),
+    )
+
+
+__all__ = [
+    "MongoCapCounters",
+    "MongoCurrentIntent",
+    "MongoGuards",
+    "MongoIntentLog",
+    "MongoJournal",
+    "MongoMessages",
+    "MongoSenders",
+    "MongoTokens",
+    "StoreError",
+    "Stores",
+    "consumer_stores",
+    "stores_of",
+]

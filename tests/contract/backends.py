@@ -1,0 +1,56 @@
+"""The contract suite's backends: the memory twin, and the MongoDB adapter on a database.
+
+``tests/contract`` runs the suite on the memory twin; ``tests/integration/test_contract_mongo.py``
+runs the very same test functions on the MongoDB adapter over the integration stack (a second
+definition of the stack's session fixtures here would take the stack's lock twice)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.domain.messages import Doc
+from shared.store import db as dbm
+from shared.store.abc import ConsumerStores
+from shared.store.memory import Tables, memory_stores
+from shared.store.mongo import consumer_stores
+
+COLLECTIONS = {
+    "users": dbm.USERS,
+    "reminders": dbm.REMINDERS,
+    "tokens": dbm.TOKENS,
+    "messages": dbm.MESSAGES,
+    "guards": dbm.SENDS,
+    "journal": dbm.JOURNAL,
+    "changes": dbm.CHANGES,
+    "counters": dbm.COUNTERS,
+}
+
+
+@dataclass
+class Backend:
+    """One adapter family: its stores, and how a test seeds and reads raw documents."""
+
+    name: str
+    stores: ConsumerStores
+    seed: Callable[..., None]  # seed(table, *docs)
+    raw: Callable[[str, str], Doc | None]  # raw(table, id)
+
+
+def memory_backend() -> Backend:
+    tables = Tables()
+    return Backend("memory", memory_stores(tables), tables.put, tables.get)
+
+
+def mongo_backend(database: Any) -> Backend:
+    dbm.ensure_indexes(database)
+
+    def seed(table: str, *docs: Doc) -> None:
+        database[COLLECTIONS[table]].insert_many([dict(d) for d in docs])
+
+    def raw(table: str, doc_id: str) -> Doc | None:
+        found: Doc | None = database[COLLECTIONS[table]].find_one({"_id": doc_id})
+        return found
+
+    return Backend("mongo", consumer_stores(database), seed, raw)
