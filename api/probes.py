@@ -37,7 +37,7 @@ class DatabaseProbe:
         try:
             await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ping)), self.timeout_s)
         except TimeoutError:
-            return f"no answer within {self.timeout_s:g} s"
+            return f"unreachable: no answer within {self.timeout_s:g} s"
         except Exception as exc:  # any failure to ping means not ready; said, not raised
             return f"unreachable: {type(exc).__name__}"
         return None

@@ -168,6 +168,8 @@ def index_plan() -> dict[str, list[IndexModel]]:
             IndexModel([("bucket", ASCENDING)], name="reminders_by_bucket"),
         ],
         USERS: [IndexModel([("bucket", ASCENDING)], name="users_by_bucket")],
+        # An erasure removes the user's Idempotency-Key records (the API makes their TTL index).
+        IDEMPOTENCY: [IndexModel([("userId", ASCENDING)], name="idempotency_by_user")],
         CHANGES: [
             IndexModel([("at", ASCENDING)], name="changes_by_time"),
             # An erased user's stamp is the only thing of theirs an erasure keeps: a planning or a

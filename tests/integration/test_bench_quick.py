@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import TEST_MONGO_PORT, TEST_STOMP_PORT
+from tests.integration.test_api_support import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -19,9 +22,11 @@ def test_bench_tiny(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "TZPUSH_BENCH_STATE_DIR": str(REPO / ".local" / "bench-ci"),
-        "TZPUSH_BENCH_STOMP_PORT": "61663",
-        "TZPUSH_BENCH_MONGO_PORT": "27067",
-        "TZPUSH_BENCH_FAKE_PORT": "18805",
+        # Beside this worker's test stack (ports of its own per worker and per checkout), so two
+        # suites on one machine never take each other's bench ports.
+        "TZPUSH_BENCH_STOMP_PORT": str(TEST_STOMP_PORT + 5),
+        "TZPUSH_BENCH_MONGO_PORT": str(TEST_MONGO_PORT + 5),
+        "TZPUSH_BENCH_FAKE_PORT": str(free_port()),
     }
     argv = [sys.executable, "-m", "bench", "--sizes", "tiny", "--out", str(tmp_path)]
     argv += ["--only", "plan,idle,herd,outage,drills,api"]
