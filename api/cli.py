@@ -55,7 +55,8 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
             host=host,
             port=port,
             log_config=None,  # the root logger set up above: JSON lines when not on a TTY
-            proxy_headers=True,
+            proxy_headers=True,  # believed only from settings.api.trusted_proxies
+            forwarded_allow_ips=settings.api.trusted_proxies,
             server_header=False,
             timeout_graceful_shutdown=int(settings.shutdown.timeout_s) or None,
         )

@@ -3,6 +3,7 @@ A role reads its own group and the common ones (``common``), never another role'
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
@@ -109,6 +110,28 @@ class ApiSettings(Group):
     console_session_hours: float = within(
         12.0, 0, 24 * 30, "a console login lasts this long", above=True
     )
+
+    trusted_proxies: str = Field(
+        default="127.0.0.1",
+        description="comma-separated addresses or networks (CIDR) whose X-Forwarded-Proto and "
+        "X-Forwarded-For are believed (the load balancer's), or * for any peer (when only the "
+        "load balancer can reach the API); the console's cookie is Secure behind HTTPS",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, v: str) -> str:
+        entries = [e.strip() for e in v.split(",") if e.strip()]
+        if not entries:
+            raise ValueError("name at least one address, network or *")
+        for entry in entries:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address, a network (CIDR) or *") from None
+        return ",".join(entries)
 
     @field_validator("keys")
     @classmethod
