@@ -1,5 +1,5 @@
-"""The console's pages: the overview and its health checks, upcoming, problems, a user, a
-message."""
+"""The console's pages: the overview and its health checks, upcoming, problems, the users list,
+a user, a message."""
 
 from __future__ import annotations
 
