@@ -72,6 +72,9 @@ def test_the_users_page_searches_by_id_prefix_and_pages_the_matches(api, fresh):
         assert 'value="al"' in found.text  # the search box keeps what was searched
         assert _listed(c.get("/console/users", params={"q": "x%41"}).text) == ["x%41y", "x%41z"]
         assert "No user" in c.get("/console/users", params={"q": "nobody"}).text
+        for odd in ("\U0010ffff", "a\x00", "<b>", "%", "."):  # read as text, never as a pattern
+            got = c.get("/console/users", params={"q": odd})
+            assert got.status_code == 200 and _listed(got.text) == [], (odd, got.text[:300])
         page = c.get("/console/users", params={"q": "al", "limit": 3})
         assert _listed(page.text) == ["al", "albert", "alice"]
         rest = c.get(_next(page.text))
