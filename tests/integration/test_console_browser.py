@@ -18,7 +18,6 @@ Without /usr/bin/chromium these tests fail, saying so.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import os
 import signal
 import subprocess
@@ -131,21 +130,27 @@ def _go(page: Any, target: Any) -> None:
         target.click()
 
 
-@functools.cache
-def _shots_dir() -> Path:
-    """docs/console/ when ``TZPUSH_UPDATE_SCREENSHOTS=1`` (refreshing the committed
-    screenshots), else a temporary directory: a test run leaves the tree as it was."""
+_shots: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shots_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: docs/console/ when ``TZPUSH_UPDATE_SCREENSHOTS=1``
+    (refreshing the committed ones), else pytest's temporary directory, so that a test run
+    leaves the tree as it was."""
     if os.environ.get(UPDATE_SHOTS) == "1":
         SHOTS.mkdir(parents=True, exist_ok=True)
-        return SHOTS
-    return Path(tempfile.mkdtemp(prefix="tzpush-console-shots-"))
+        _shots["dir"] = SHOTS
+    else:
+        _shots["dir"] = tmp_path_factory.mktemp("console-screenshots")
+    return _shots["dir"]
 
 
 def _shot(page: Any, name: str) -> None:
-    """A small PNG (the viewport, a 64-colour palette) in ``_shots_dir()``."""
+    """A small PNG (the viewport, a 64-colour palette) in ``shots_dir``'s directory."""
     from PIL import Image
 
-    path = _shots_dir() / f"{name}.png"
+    path = _shots["dir"] / f"{name}.png"
     page.wait_for_load_state("load")
     page.screenshot(path=str(path), animations="disabled")
     with Image.open(path) as img:
