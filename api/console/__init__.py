@@ -1,9 +1,9 @@
 """The operator's console: web pages under ``/console`` served by ``tzpush api`` itself.
 
-What ops look at (the overview, upcoming sends, problems, a user, a message) and do (replay
-missed or failed messages and watch them end), for keys of scope ``ops``, with a login that
-sets a session cookie (``session``), CSRF tokens on every action and a read-only mode
-(``TZPUSH_API__CONSOLE_READ_ONLY``). Server-rendered (Jinja2 templates in ``templates/``);
+What ops look at (the overview, upcoming sends, problems, the users, a user, a message) and
+do (replay missed or failed messages and watch them end), for keys of scope ``ops``, with a
+login that sets a session cookie (``session``), CSRF tokens on every action and a read-only
+mode (``TZPUSH_API__CONSOLE_READ_ONLY``). Server-rendered (Jinja2 templates in ``templates/``);
 ``static/`` holds the stylesheet and a small script, served from the package: no CDN, so the
 console works with no network beyond the API. docs/console.md says what each page shows.
 

@@ -17,10 +17,13 @@ from markupsafe import Markup
 
 PALETTE = 8
 WIDTH = 720
-HEIGHT = 220
-LEFT = 40  # room for the y axis' labels
-BOTTOM = 24  # room for the x axis' labels
-TOP = 10
+HEIGHT = 230
+# Room for the axes' labels at their largest: the stylesheet draws them bigger on a narrow
+# screen (26 units at 360 px, where the drawing is scaled to about half), so they stay about
+# 12 px tall there.
+DIGIT_UNITS = 17  # a digit's width at that size (a point is narrower)
+BOTTOM = 54
+TOP = 16
 
 
 def _nice_max(value: int) -> int:
@@ -46,19 +49,28 @@ def _svg(label_id: str, title: str, desc: str, body: list[str]) -> Markup:
     return Markup(head + "".join(body) + "</svg>")
 
 
-def _axes(top: int, ticks_at: Sequence[tuple[float, str]]) -> list[str]:
+def _left(top: int) -> int:
+    """Where the plot starts: room for the widest y label (``top`` or its half) at its
+    largest."""
+    return max(40, 10 + DIGIT_UNITS * max(len(f"{top:g}"), len(f"{top * 0.5:g}")))
+
+
+def _axes(top: int, left: int, ticks_at: Sequence[tuple[float, str]]) -> list[str]:
     plot_h = HEIGHT - BOTTOM - TOP
     out = []
     for frac in (0.0, 0.5, 1.0):
         y = TOP + plot_h * (1 - frac)
         value = f"{top * frac:g}"
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        out.append(f'<line class="grid" x1="{left}" x2="{WIDTH}" y1="{y:.1f}" y2="{y:.1f}"/>')
         out.append(
-            f'<text class="axis" x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">{value}</text>'
+            f'<text class="axis" x="{left - 5}" y="{y:.1f}" dy="0.35em" text-anchor="end">'
+            f"{value}</text>"
         )
     for x, label in ticks_at:
+        half = DIGIT_UNITS * len(label) / 2  # kept whole inside the drawing at either end
+        x = min(max(x, left / 2 + half), WIDTH - half)
         out.append(
-            f'<text class="axis" x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
+            f'<text class="axis" x="{x:.1f}" y="{HEIGHT - 10}" text-anchor="middle">'
             f"{escape(label)}</text>"
         )
     return out
@@ -70,20 +82,21 @@ def bars(
     """One bar per point (a minute, an hour), labelled ``HH:MM`` every ``every`` points."""
     n = max(1, len(points))
     top = _nice_max(max((v for _, v in points), default=0))
-    plot_w, plot_h = WIDTH - LEFT, HEIGHT - BOTTOM - TOP
+    left = _left(top)
+    plot_w, plot_h = WIDTH - left, HEIGHT - BOTTOM - TOP
     slot = plot_w / n
     body: list[str] = []
     ticks = [
-        (LEFT + slot * (i + 0.5), at.strftime("%H:%M"))
+        (left + slot * (i + 0.5), at.strftime("%H:%M"))
         for i, (at, _) in enumerate(points)
         if i % every == 0
     ]
-    body += _axes(top, ticks)
+    body += _axes(top, left, ticks)
     for i, (at, v) in enumerate(points):
         if not v:
             continue
         h = plot_h * v / top
-        x = LEFT + slot * i + slot * 0.1
+        x = left + slot * i + slot * 0.1
         body.append(
             f'<rect class="c0" x="{x:.1f}" y="{TOP + plot_h - h:.1f}" width="{slot * 0.8:.1f}" '
             f'height="{h:.1f}"><title>{at:%H:%M} UTC: {v}</title></rect>'
@@ -108,10 +121,11 @@ def stacked(
     n = max(1, len(hours))
     totals = [sum(counts.get(h, {}).values()) for h in hours]
     top = _nice_max(max(totals, default=0))
-    plot_w, plot_h = WIDTH - LEFT, HEIGHT - BOTTOM - TOP
+    left = _left(top)
+    plot_w, plot_h = WIDTH - left, HEIGHT - BOTTOM - TOP
     slot = plot_w / n
-    ticks = [(LEFT + slot * (i + 0.5), f"{h:%H}h") for i, h in enumerate(hours) if i % 3 == 0]
-    body = _axes(top, ticks)
+    ticks = [(left + slot * (i + 0.5), f"{h:%H}h") for i, h in enumerate(hours) if i % 3 == 0]
+    body = _axes(top, left, ticks)
     for i, h in enumerate(hours):
         y: float = TOP + plot_h
         for ci, cat in enumerate(categories):
@@ -121,7 +135,7 @@ def stacked(
             bar_h = plot_h * v / top
             y -= bar_h
             body.append(
-                f'<rect class="c{ci % PALETTE}" x="{LEFT + slot * i + slot * 0.1:.1f}" '
+                f'<rect class="c{ci % PALETTE}" x="{left + slot * i + slot * 0.1:.1f}" '
                 f'y="{y:.1f}" width="{slot * 0.8:.1f}" height="{bar_h:.1f}">'
                 f"<title>{h:%H}:00 UTC, {escape(cat)}: {v}</title></rect>"
             )

@@ -6,7 +6,7 @@ have is read here, on the same terms (an operator's page, read now and then; no 
 sends per minute over the last hour (``sentAt``, which no index serves: one scan, as stats'
 lateness is), pending messages by due hour and category (the range of the pending index), the
 wake-ups those pending messages make as the planner groups them, and the missed or failed
-messages with their reasons.
+messages with their reasons (of the chosen status).
 """
 
 from __future__ import annotations
@@ -243,21 +243,15 @@ def replayable_failed(database: Database[Doc], message_id: str) -> bool:
 
 
 def problems(database: Database[Doc], flt: ProblemFilter) -> Problems:
-    """Missed and failed messages grouped by reason (both statuses), and the chosen status's
-    messages, latest due first."""
+    """The messages the filter matches (its one status) grouped by reason, most first, and
+    listed, latest due first."""
     coll = database[dbm.MESSAGES]
-    reasons: list[Doc] = []
-    for status in PROBLEM_STATUSES:
-        rows = coll.aggregate(
-            [
-                {"$match": flt.query(status)},
-                {"$group": {"_id": "$reason", "n": {"$sum": 1}}},
-                {"$sort": {"n": -1}},
-            ]
-        )
-        reasons += [{"status": status, "reason": r["_id"], "count": r["n"]} for r in rows]
-    reasons.sort(key=lambda r: (-r["count"], r["status"], str(r["reason"])))
     q = flt.query()
+    rows = coll.aggregate(
+        [{"$match": q}, {"$group": {"_id": "$reason", "n": {"$sum": 1}}}, {"$sort": {"n": -1}}]
+    )
+    reasons = [{"status": flt.status, "reason": r["_id"], "count": r["n"]} for r in rows]
+    reasons.sort(key=lambda r: (-r["count"], str(r["reason"])))
     if flt.status == Status.FAILED.value:
         # Counted here from one read of the failed messages (the index ``failed_by_time``): the
         # cause filter is an ``$or``, for which the server here reads every message.

@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.console.session import COOKIE, ConsoleSession, Sessions
 from api.deps import Backend
+from api.problems.model import ApiProblem
 from shared.errors import InputError, NotFoundError, TransientError
 
 log = logging.getLogger(__name__)
@@ -256,6 +257,9 @@ class ConsoleRoute(APIRoute):
                 return _error(request, 404, "Not found", str(exc))
             except InputError as exc:
                 return _error(request, 422, "Refused input", str(exc))
+            except ApiProblem as exc:  # the API's own checks, as a cursor's (``api.pages``)
+                named = "; ".join(f"{e['name']}: {e['message']}" for e in exc.errors)
+                return _error(request, exc.status, "Refused input", named or exc.detail)
             except RequestValidationError as exc:
                 bad = "; ".join(
                     f"{'.'.join(str(p) for p in e.get('loc', ())[1:])}: {e.get('msg')}"

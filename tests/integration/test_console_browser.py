@@ -1,8 +1,11 @@
 """The console in a real browser: Playwright driving Debian's Chromium (headless) against a real
 `tzpush api` on the test stack, with a real consumer running.
 
-- every page at a desktop size and at 360 px (no sideways scroll of the page), the overview's
-  counts equal to ``GET /v1/stats``, and the screenshots of docs/console/ made on the way;
+- every page at a desktop size and at 360 px (no sideways scroll of the page; at 360 px chart
+  labels readable and every table's last column on screen or in its scroll box), no request
+  failing and no script error, the overview's counts equal to ``GET /v1/stats``, and a
+  screenshot of each page made on the way: into docs/console/ with
+  ``TZPUSH_UPDATE_SCREENSHOTS=1``, else into a temporary directory;
 - a missed message replayed from the Problems page (a dry run, then a confirmation) reaches
   the Expo fake exactly once, and the page shows it ``success``;
 - a wrong key, an app key and a form without its CSRF token are refused;
@@ -32,6 +35,7 @@ from tests.integration.consumer_support import TZPUSH, consumer_env
 from tests.integration.harness import wait_for
 from tests.integration.test_api_support import ApiServer, prepare
 from tests.integration.test_console_support import (
+    USERS,
     chromium,
     seed_history,
     seed_world,
@@ -41,6 +45,7 @@ from tests.integration.test_console_support import (
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "docs" / "console"
+UPDATE_SHOTS = "TZPUSH_UPDATE_SCREENSHOTS"
 DESKTOP = {"width": 1200, "height": 820}
 PHONE = {"width": 360, "height": 740}
 TIMEOUT_MS = 20_000
@@ -125,12 +130,27 @@ def _go(page: Any, target: Any) -> None:
         target.click()
 
 
+_shots: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shots_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: docs/console/ when ``TZPUSH_UPDATE_SCREENSHOTS=1``
+    (refreshing the committed ones), else pytest's temporary directory, so that a test run
+    leaves the tree as it was."""
+    if os.environ.get(UPDATE_SHOTS) == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        _shots["dir"] = SHOTS
+    else:
+        _shots["dir"] = tmp_path_factory.mktemp("console-screenshots")
+    return _shots["dir"]
+
+
 def _shot(page: Any, name: str) -> None:
-    """A small PNG in docs/console/ (the viewport, a 64-colour palette)."""
+    """A small PNG (the viewport, a 64-colour palette) in ``shots_dir``'s directory."""
     from PIL import Image
 
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
+    path = _shots["dir"] / f"{name}.png"
     page.wait_for_load_state("load")
     page.screenshot(path=str(path), animations="disabled")
     with Image.open(path) as img:
@@ -152,6 +172,79 @@ def _no_sideways_scroll(page: Any, what: str) -> None:
         raise AssertionError(f"{what}: the page scrolls sideways at 360 px ({widths}): {wide}")
 
 
+def _failures(page: Any) -> list[str]:
+    """What goes wrong in ``page`` from now on: requests answered 400 or more (a missing
+    favicon...) and errors the page logs to its console."""
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else 0)
+    page.on("console", lambda m: failed.append(m.text) if m.type == "error" else 0)
+    return failed
+
+
+MIN_LABEL_PX = 11  # the console's smallest text at 360 px is 14 px x 0.85
+
+
+def _chart_labels_readable(page: Any, what: str) -> None:
+    """Every chart's axis labels render at least ``MIN_LABEL_PX`` tall (their font size as
+    drawn: the computed size scaled as the SVG is), inside the chart, none over another."""
+    labels = page.evaluate(
+        """() => [...document.querySelectorAll('svg.chart text.axis')].map(t => {
+            const svg = t.ownerSVGElement, box = svg.getBoundingClientRect();
+            const scale = box.width / svg.viewBox.baseVal.width;
+            const r = t.getBoundingClientRect();
+            return {text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * scale,
+                    left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+                    inside: r.left >= box.left - 1 && r.right <= box.right + 1
+                            && r.top >= box.top - 1 && r.bottom <= box.bottom + 1};
+        })"""
+    )
+    assert labels, f"{what}: no chart label found"
+    small = [(lb["text"], round(lb["px"], 1)) for lb in labels if lb["px"] < MIN_LABEL_PX]
+    assert not small, f"{what}: chart labels under {MIN_LABEL_PX} px at 360 px: {small}"
+    assert all(lb["inside"] for lb in labels), f"{what}: a chart label is cut off: {labels}"
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            apart = (
+                a["right"] <= b["left"]
+                or b["right"] <= a["left"]
+                or a["bottom"] <= b["top"]
+                or b["bottom"] <= a["top"]
+            )
+            assert apart, f"{what}: chart labels {a['text']!r} and {b['text']!r} overlap"
+
+
+def _tables_show_their_last_column(page: Any, what: str) -> None:
+    """Every table's last column is on screen as the page opens: within the viewport and within
+    the box the table may scroll in, with no scrolling (nothing to find by swiping sideways).
+    Rows hidden from view (a header kept for screen readers) are left out."""
+    cut = page.evaluate(
+        """() => {
+            const vw = document.documentElement.clientWidth, out = [];
+            const shown = (e) => { const r = e.getBoundingClientRect();
+                                   return r.width > 1 && r.height > 1; };
+            for (const table of document.querySelectorAll('table')) {
+                if (!table.getClientRects().length) continue;  // in a closed <details>
+                for (const row of table.rows) {
+                    const cell = row.cells[row.cells.length - 1];
+                    if (!cell || !shown(row.parentElement) || !shown(cell)) continue;
+                    let box = table.parentElement;
+                    while (box && !['auto', 'scroll', 'hidden'].includes(
+                               getComputedStyle(box).overflowX))
+                        box = box.parentElement;
+                    const r = cell.getBoundingClientRect();
+                    const b = box ? box.getBoundingClientRect() : {left: 0, right: vw};
+                    if (r.right > Math.min(vw, b.right) + 1 || r.left < Math.max(0, b.left) - 1)
+                        out.push([table.id || table.caption?.textContent.slice(0, 40),
+                                  cell.textContent.trim().slice(0, 30),
+                                  Math.round(r.right), Math.round(Math.min(vw, b.right))]);
+                }
+            }
+            return out;
+        }"""
+    )
+    assert not cut, f"{what}: last columns off screen at 360 px (table, cell, right, edge): {cut}"
+
+
 def test_every_page_at_desktop_and_360px_and_the_overview_equals_v1_stats(
     api, fresh, browser, consumer
 ):
@@ -161,6 +254,7 @@ def test_every_page_at_desktop_and_360px_and_the_overview_equals_v1_stats(
         stats = ops.get("/v1/stats").json()
     for size, viewport in (("desktop", DESKTOP), ("360px", PHONE)):
         page = _page(browser, viewport)
+        failed = _failures(page)
         page.goto(api.url + "/console/")
         assert "/console/login" in page.url
         _shot(page, f"login-{size}")
@@ -189,6 +283,8 @@ def test_every_page_at_desktop_and_360px_and_the_overview_equals_v1_stats(
         _shot(page, f"overview-{size}")
         if size == "360px":
             _no_sideways_scroll(page, "overview")
+            _chart_labels_readable(page, "overview")
+            _tables_show_their_last_column(page, "overview")
 
         _go(page, page.get_by_role("link", name="Upcoming"))
         assert int(page.locator("#pending-total").text_content()) > 0
@@ -196,6 +292,8 @@ def test_every_page_at_desktop_and_360px_and_the_overview_equals_v1_stats(
         _shot(page, f"upcoming-{size}")
         if size == "360px":
             _no_sideways_scroll(page, "upcoming")
+            _chart_labels_readable(page, "upcoming")
+            _tables_show_their_last_column(page, "upcoming")
 
         _go(page, page.get_by_role("link", name="Problems"))
         assert page.locator(f"tr[data-message='{ids['missed']}']").count() == 1
@@ -209,14 +307,22 @@ def test_every_page_at_desktop_and_360px_and_the_overview_equals_v1_stats(
         _shot(page, f"problems-{size}")
         if size == "360px":
             _no_sideways_scroll(page, "problems")
+            _tables_show_their_last_column(page, "problems")
 
-        page.goto(api.url + "/console/users/alice")
+        _go(page, page.get_by_role("link", name="Users"))
+        assert page.locator("#users tbody tr").count() == len(USERS)
+        _shot(page, f"users-{size}")
+        if size == "360px":
+            _no_sideways_scroll(page, "users")
+            _tables_show_their_last_column(page, "users")
+        _go(page, page.locator("#users").get_by_role("link", name="alice"))
         assert page.locator("#devices").get_by_text("phone-a").count() == 1
         assert page.locator("#reminders tbody tr").count() == 2
         assert page.locator("#timeline li").count() >= 5
         _shot(page, f"user-{size}")
         if size == "360px":
             _no_sideways_scroll(page, "user")
+            _tables_show_their_last_column(page, "user")
 
         _go(page, page.locator("#timeline").get_by_role("link", name=ids["sent0"]))
         assert page.locator("#message-summary").get_by_text("success", exact=True).count() == 1
@@ -225,6 +331,8 @@ def test_every_page_at_desktop_and_360px_and_the_overview_equals_v1_stats(
         _shot(page, f"message-{size}")
         if size == "360px":
             _no_sideways_scroll(page, "message")
+            _tables_show_their_last_column(page, "message")
+        assert failed == [], f"{size}: requests failed or the console logged errors: {failed}"
         page.context.close()
 
 
@@ -328,9 +436,10 @@ def test_read_only_mode_hides_the_actions_and_the_server_refuses_them(stack, db,
 
 
 def test_screenshots_are_small_pngs_referenced_from_the_readme():
-    """Runs after the page test above (file order): every page at both sizes, each small."""
+    """The committed screenshots (made by the page test above with ``TZPUSH_UPDATE_SCREENSHOTS=1``):
+    every page at both sizes, each small."""
     readme = (REPO / "README.md").read_text()
-    for name in ("login", "overview", "upcoming", "problems", "user", "message"):
+    for name in ("login", "overview", "upcoming", "problems", "users", "user", "message"):
         for size in ("desktop", "360px"):
             path = SHOTS / f"{name}-{size}.png"
             assert path.exists(), path

@@ -1,5 +1,5 @@
-"""The console's pages: the overview and its health checks, upcoming, problems, a user, a
-message."""
+"""The console's pages: the overview and its health checks, upcoming, problems, the users list,
+a user, a message."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from api.console import charts, figures, records
+from api import pages
+from api.console import charts, figures, records, userlist
 from api.console.routes.forms import Part, ProblemStatus, Text, problem_filter
 from api.console.web import PREFIX, ConsoleDep, ConsoleError, ConsoleRoute, Operator, render
 from shared.domain.messages import Status
@@ -122,28 +123,40 @@ def problems(
 
 # -- a user, a message ----------------------------------------------------------------------
 @router.get("/users")
-def user_lookup(
+def users(
     request: Request,
+    c: ConsoleDep,
     session: Operator,
     id: Annotated[str, Query(max_length=200)] = "",
+    q: Text = "",
+    after: Annotated[str | None, Query(max_length=1000)] = None,
+    limit: Annotated[int, Query(ge=1, le=pages.MAX_LIMIT)] = pages.DEFAULT_LIMIT,
 ) -> Response:
-    """The lookup form; a valid id goes on to its user's page, an invalid one is a 422."""
+    """Users in id order, a page at a time, those whose id starts with ``q`` if given; ``id``
+    (the lookup form) goes on to that user's page. 422 for an invalid id, limit or cursor."""
     wanted = id.strip()
+    error = ""
     if wanted:
-        problem = id_problem(wanted)
-        if problem is None:
+        error = id_problem(wanted) or ""
+        if not error:
             # Quoted whole: an id may hold "?", "#" or "%", which would otherwise end the path.
             return RedirectResponse(f"{PREFIX}/users/{quote(wanted, safe='')}", status_code=303)
-        return render(
-            request,
-            "users.html",
-            422,
-            session=session,
-            page="users",
-            wanted=wanted,
-            error=f"user id {shown(wanted)} {problem}",
-        )
-    return render(request, "users.html", session=session, page="users", wanted="", error="")
+        error = f"user id {shown(wanted)} {error}"
+    found = userlist.user_page(c.backend.db, q, after, limit)
+    params = {"q": q or None, "limit": limit if limit != pages.DEFAULT_LIMIT else None}
+    return render(
+        request,
+        "users.html",
+        422 if error else 200,
+        session=session,
+        page="users",
+        wanted=wanted,
+        error=error,
+        q=q,
+        found=found,
+        next=pages.next_link(request, params, found.cursor),
+        paged=after is not None,
+    )
 
 
 @router.get("/users/{user_id}")
