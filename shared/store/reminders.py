@@ -33,6 +33,11 @@ def of_user(database: Database[Doc], user_id: str, *, include_deleted: bool = Fa
     return list(database[dbm.REMINDERS].find(flt))
 
 
+def count_of_user(database: Database[Doc], user_id: str) -> int:
+    """How many reminders the user has (removed ones not counted)."""
+    return int(database[dbm.REMINDERS].count_documents({"userId": user_id, "isDeleted": False}))
+
+
 def insert(database: Database[Doc], doc: Doc) -> bool:
     """Insert a new reminder; False when its id is taken (a concurrent create won)."""
     try:
