@@ -30,7 +30,12 @@ log = logging.getLogger(__name__)
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("consumer", help="send armed messages at their due instant")
     p.add_argument("--categories", help="comma-separated (default: every configured category)")
-    p.add_argument("--burst", action="store_true", help="drain what is due now, then exit")
+    p.add_argument(
+        "--burst",
+        action="store_true",
+        help="drain the wake-ups the broker has already delivered, then exit (wake-ups "
+        "scheduled for later stay on the broker and arrive at their time)",
+    )
     p.add_argument("--idle-seconds", type=float, default=2.0, help="burst: exit after this idle")
     p.set_defaults(func=cmd_consumer)
     r = sub.add_parser("receipts", help="poll Expo receipts and keep tokens clean")

@@ -108,8 +108,9 @@ class Dispatch:
         pushes = [batch.prepared.get(i.id) or push_of(w, i) for i in keep]
         started_ms = ms_of(self.clock)
         lateness = metrics.LATENESS.labels(w.category)
-        for i in keep:
-            lateness.observe(max(0, started_ms - i.due_ms) / 1000)
+        late_ms = [max(0, started_ms - i.due_ms) for i in keep]
+        for ms in late_ms:
+            lateness.observe(ms / 1000)
         answered: set[str] = set()
 
         def on_chunk_done(outs: list[PushOutcome]) -> None:
@@ -132,6 +133,15 @@ class Dispatch:
                 on_chunk_done=on_chunk_done,
                 before_request=lambda ids: self._before_request(batch, marker, ids),
                 retry_within_s=max(0.0, grace_left_s),
+            )
+            log.info(
+                "%s: sent %d %s push(es) of wake-up %s, %d to %d ms late",
+                self.cid,
+                len(answered),
+                w.category,
+                w.id,
+                min(late_ms),
+                max(late_ms),
             )
         except (GivenBack, Fenced) as exc:
             # Requests not started never left; the ones started have their outcomes.

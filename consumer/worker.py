@@ -161,6 +161,13 @@ class Consumer:
         """Consume until stopped (or, in burst mode, until nothing is due and all is recorded).
 
         Returns 1 when a takeover fenced this consumer (it stopped; restart it), else 0."""
+        if burst:
+            log.info(
+                "burst: draining the wake-ups the broker has already delivered, then exiting "
+                "after %.1f s idle; wake-ups scheduled for later stay on the broker until their "
+                "time",
+                idle_s,
+            )
         attempt = 0
         try:
             while not self.stop_event.is_set():

@@ -219,6 +219,7 @@ class ReminderWriter:
                 raise NotFoundError(f"no reminder {reminder_id!r} for user {user_id!r}")
             fields = self.spec_fields(patch(existing))
         if existing is None:
+            self._room(user_id, reminder_store.count_of_user(db, user_id), 1)
             doc = new_reminder(user_id, reminder_id, fields, self.ctx.now)
             if not reminder_store.insert(db, doc):  # a concurrent PUT of the same id won
                 return None
@@ -268,6 +269,7 @@ class ReminderWriter:
                 batch.out[i] = Done(existing, "unchanged")
             else:  # a changed or re-created reminder: its old version's pending messages end
                 batch.later.append((i, self.put, (it.user_id, it.reminder_id, it.spec)))
+        new = self._within_limit(new, batch)
         if not new:
             return
         lost = reminder_store.insert_many(self.ctx.db, [doc for _, _, doc in new])
@@ -277,6 +279,36 @@ class ReminderWriter:
             else:
                 batch.out[i] = Done(doc, "created")
                 batch.to_plan.add(it.user_id)
+
+    def _room(self, user_id: str, has: int, adding: int) -> None:
+        """A ``ConflictError`` when ``adding`` new reminders to the ``has`` of the user would pass
+        ``max_reminders_per_user``. Checked before each new reminder: concurrent creations may
+        pass it by a few, never by a request's worth."""
+        limit = self.ctx.settings.creator.max_reminders_per_user
+        if has + adding > limit:
+            raise ConflictError(
+                f"user {user_id!r} has {has} reminders, and {limit} is the most one user may have "
+                "(TZPUSH_CREATOR__MAX_REMINDERS_PER_USER): remove some first"
+            )
+
+    def _within_limit(
+        self, new: list[tuple[int, ReminderPut, Doc]], batch: Batch
+    ) -> list[tuple[int, ReminderPut, Doc]]:
+        """The batch's new reminders that fit under each user's limit (one count a user); the
+        others are answered with the refusal."""
+        has: dict[str, int] = {}
+        kept = []
+        for i, it, doc in new:
+            if it.user_id not in has:
+                has[it.user_id] = reminder_store.count_of_user(self.ctx.db, it.user_id)
+            try:
+                self._room(it.user_id, has[it.user_id], 1)
+            except ConflictError as exc:
+                batch.out[i] = exc
+                continue
+            has[it.user_id] += 1
+            kept.append((i, it, doc))
+        return kept
 
     def _checked_fields(self, it: ReminderPut) -> Doc:
         """The item's stored fields, its user and reminder ids checked."""

@@ -69,8 +69,10 @@ class UserWriter:
         """Every reminder of the user to a new version (its pending messages end); the
         versions written, by user and reminder id."""
         why = f"user time zone changed to {zone}"
-        written: dict[tuple[str, str], int] = {}
-        for r in reminder_store.of_user(self.ctx.db, user_id):
+        written, left = self.versions.supersede_all(
+            list(reminder_store.of_user(self.ctx.db, user_id)), existing, why
+        )
+        for r in left:  # changed or re-created since read: one at a time, read again
             # The zone is written: a reminder that cannot be moved now must not stop the
             # others (a resend finds the zone unchanged and moves none). One erased since
             # has nothing to move; one other changes kept changing cancelled the old

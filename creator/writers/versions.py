@@ -68,26 +68,78 @@ class ReminderVersions:
         ).get(old["userId"])
         if until is None:
             return True
-        instants = sorted(
-            {
-                o.at
-                for zone in self._zones(user, old["userId"])
-                for o in occurrences_between(
-                    parse_hhmm(old["time"]),
-                    zone,
-                    now - dt.timedelta(seconds=ctx.max_grace()),
-                    until + dt.timedelta(seconds=1),
-                    offset_minutes=int(old.get("offsetMinutes") or 0),
-                    weekdays=old.get("weekdays"),
-                )
-            }
-        )
+        start = now - dt.timedelta(seconds=ctx.max_grace())
+        instants = self._instants(old, self._zones(user, old["userId"]), start, until)
         if not instants:
             return True
         version = int(old.get("version", 1))
         n = reminder_store.cancel_at(ctx.db, old["_id"], version, instants, reason, now)
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, n)
         return True
+
+    def supersede_all(
+        self, olds: list[Doc], user: Mapping[str, Any], reason: str
+    ) -> tuple[dict[tuple[str, str], int], list[Doc]]:
+        """``supersede`` of many reminders of one user with no other field (a zone change), in
+        a few writes whatever their number: one change-log stamp, one compare-and-set of all,
+        one read back, one read of the watermark, one cancel of all. Returns the versions now
+        stored by (user, reminder) for those moved past the version read (by this change or
+        one that got in first: either way the version read is over, and its pending messages
+        at ``user``'s instants end), and the reminders left as read (erased and created again,
+        or their version not where it was read), for the caller's one-at-a-time path."""
+        if not olds:
+            return {}, []
+        ctx = self.ctx
+        now = ctx.now
+        user_id = str(olds[0]["userId"])
+        record_changes(ctx.db, [user_id], now)
+        reminder_store.compare_and_set_many(ctx.db, olds, now)
+        stored = reminder_store.stamps(ctx.db, [o["_id"] for o in olds])
+        moved: list[tuple[Doc, int]] = []
+        left: list[Doc] = []
+        for o in olds:
+            version, born = stored.get(str(o["_id"]), (None, None))
+            seen = int(o.get("version", 1))
+            if version is not None and born == o.get("createdAt") and version > seen:
+                moved.append((o, version))
+            else:
+                left.append(o)
+        until = watermarks(ctx.db, [user_id], ctx.settings.creator.partitions, reach=True).get(
+            user_id
+        )
+        if until is not None and moved:
+            zones = self._zones(user, user_id)
+            start = now - dt.timedelta(seconds=ctx.max_grace())
+            cancels = [
+                (str(o["_id"]), int(o.get("version", 1)), self._instants(o, zones, start, until))
+                for o, _ in moved
+            ]
+            n = reminder_store.cancel_at_many(ctx.db, cancels, reason, now)
+            log.info(
+                "user %s: %s; %d reminders, %d pending cancelled", user_id, reason, len(moved), n
+            )
+        return {(user_id, str(o["_id"])): v for o, v in moved}, left
+
+    @staticmethod
+    def _instants(
+        old: Doc, zones: list[str], start: dt.datetime, until: dt.datetime
+    ) -> list[dt.datetime]:
+        """The instants of the reminder as ``old`` is, in each of ``zones``, from ``start`` to
+        just past ``until`` (what a planning may have inserted)."""
+        return sorted(
+            {
+                o.at
+                for zone in zones
+                for o in occurrences_between(
+                    parse_hhmm(old["time"]),
+                    zone,
+                    start,
+                    until + dt.timedelta(seconds=1),
+                    offset_minutes=int(old.get("offsetMinutes") or 0),
+                    weekdays=old.get("weekdays"),
+                )
+            }
+        )
 
     def supersede_current(
         self,

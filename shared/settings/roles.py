@@ -36,6 +36,13 @@ class CreatorSettings(Group):
         "users are split into this many partitions by a hash of the user id; running creators "
         "share them (same value on every creator)",
     )
+    max_reminders_per_user: int = within(
+        500,
+        1,
+        100_000,
+        "reminders one user may have; a new one past it is refused (409), so what a change of "
+        "the user costs stays bounded",
+    )
     lease_seconds: float = within(
         60.0,
         3,

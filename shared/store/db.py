@@ -71,7 +71,11 @@ ALL_COLLECTIONS = (
 
 ERASED_KEPT_S = 7 * 86400  # how long the intent log keeps an erased user's id
 
-PENDING_UNIQUE = "pending_occurrence_unique"
+PENDING_UNIQUE = "pending_occurrence_of_reminder"
+# Indexes an earlier version made, dropped by a full ``ensure_indexes`` once their successor is
+# in (so uniqueness is never unguarded): (instant, user, device, category, label) let one of two
+# reminders alike but for their ids be accepted and then dropped at every planning.
+RETIRED_INDEXES = {MESSAGES: ["pending_occurrence_unique"]}
 ACTIVE_DEVICE_UNIQUE = "one_active_token_per_device"
 ACTIVE_TOKEN_UNIQUE = "one_active_registration_per_token"
 MESSAGES_BY_USER = "api_messages_by_user"
@@ -83,15 +87,16 @@ def index_plan() -> dict[str, list[IndexModel]]:
     docs/architecture.md lists them with their queries too."""
     return {
         MESSAGES: [
-            # Uniqueness of a pending occurrence (the case study's index; keys reordered so the
-            # same index serves due-time ranges: janitor, rebuild, stats of pending by hour).
+            # Uniqueness of a pending occurrence: one per reminder, device and instant, whatever
+            # the version (the case study's index named category and label instead of the
+            # reminder, which made two reminders alike one). ``scheduledAt`` first, so the same
+            # index serves due-time ranges: janitor, rebuild, stats of pending by hour.
             IndexModel(
                 [
                     ("scheduledAt", ASCENDING),
                     ("userId", ASCENDING),
                     ("notificationTokenId", ASCENDING),
-                    ("category", ASCENDING),
-                    ("label", ASCENDING),
+                    ("reminderId", ASCENDING),
                 ],
                 name=PENDING_UNIQUE,
                 unique=True,
@@ -250,6 +255,10 @@ def ensure_indexes(db: Database[Doc], *, trust_marker: bool = False) -> None:
                 return
         for coll, models in plan.items():
             db[coll].create_indexes(models)
+        for coll, names in RETIRED_INDEXES.items():
+            have = {ix["name"] for ix in db[coll].list_indexes()}
+            for name in sorted(have & set(names)):
+                db[coll].drop_index(name)
         db[STATE].update_one(
             {"_id": INDEX_PLAN_ID},
             {"$set": {"digest": digest, "at": dt.datetime.now(dt.UTC)}},

@@ -12,6 +12,7 @@ import datetime as dt
 from collections.abc import Collection
 from typing import Any
 
+from pymongo import UpdateMany, UpdateOne
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
@@ -30,6 +31,11 @@ def of_user(database: Database[Doc], user_id: str, *, include_deleted: bool = Fa
     if not include_deleted:
         flt["isDeleted"] = False
     return list(database[dbm.REMINDERS].find(flt))
+
+
+def count_of_user(database: Database[Doc], user_id: str) -> int:
+    """How many reminders the user has (removed ones not counted)."""
+    return int(database[dbm.REMINDERS].count_documents({"userId": user_id, "isDeleted": False}))
 
 
 def insert(database: Database[Doc], doc: Doc) -> bool:
@@ -56,6 +62,62 @@ def compare_and_set(database: Database[Doc], old: Doc, sets: Doc, now: dt.dateti
         {"$set": {**sets, "updatedAt": now}, "$inc": {"version": 1}},
     )
     return seen + 1 if bumped.matched_count else None
+
+
+def compare_and_set_many(database: Database[Doc], olds: list[Doc], now: dt.datetime) -> None:
+    """``compare_and_set`` of each of ``olds`` with no other field, in one write (unordered):
+    each reminder still the version read goes to the next. Which did is read back by the caller
+    (``stamps``): a bulk write does not say which filter matched."""
+    coll = database[dbm.REMINDERS]
+    unversioned = [o["_id"] for o in olds if "version" not in o]
+    if unversioned:  # version 1 as read everywhere, or $inc would make it 1 again
+        coll.update_many(
+            {"_id": {"$in": unversioned}, "version": {"$exists": False}}, {"$set": {"version": 1}}
+        )
+    ops = [
+        UpdateOne(
+            {"_id": o["_id"], "version": int(o.get("version", 1)), "createdAt": o.get("createdAt")},
+            {"$set": {"updatedAt": now}, "$inc": {"version": 1}},
+        )
+        for o in olds
+    ]
+    if ops:
+        coll.bulk_write(ops, ordered=False)
+
+
+def stamps(database: Database[Doc], reminder_ids: Collection[str]) -> dict[str, tuple[int, Any]]:
+    """The stored (version, createdAt) of each of these reminders that exists."""
+    flt = {"_id": {"$in": sorted(reminder_ids)}}
+    return {
+        str(d["_id"]): (int(d.get("version", 1)), d.get("createdAt"))
+        for d in database[dbm.REMINDERS].find(flt, {"version": 1, "createdAt": 1})
+    }
+
+
+def cancel_at_many(
+    database: Database[Doc],
+    cancels: list[tuple[str, int, list[dt.datetime]]],
+    reason: str,
+    now: dt.datetime,
+) -> int:
+    """``cancel_at`` for each (reminder id, up to version, instants), in one write; how many."""
+    ops = [
+        UpdateMany(
+            {
+                "scheduledAt": {"$in": instants},
+                "status": Status.PENDING.value,
+                "isDeleted": False,
+                "reminderId": rid,
+                "reminderVersion": {"$not": {"$gt": up_to}},
+            },
+            {"$set": terminal_update(Status.CANCELLED, reason, now)},
+        )
+        for rid, up_to, instants in cancels
+        if instants
+    ]
+    if not ops:
+        return 0
+    return int(database[dbm.MESSAGES].bulk_write(ops, ordered=False).modified_count)
 
 
 def versions(database: Database[Doc], reminder_ids: Collection[str]) -> dict[str, int]:

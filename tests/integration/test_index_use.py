@@ -214,8 +214,8 @@ def test_the_replaying_index_hides_no_other_status(db):
     base = {"isDeleted": False, "scheduledAt": at, "userId": "u", "category": "meal"}
     db[dbm.MESSAGES].insert_many(
         [
-            {**base, "_id": "p1", "status": "pending", "label": "a"},
-            {**base, "_id": "p2", "status": "pending", "label": "b"},
+            {**base, "_id": "p1", "status": "pending", "label": "a", "reminderId": "ra"},
+            {**base, "_id": "p2", "status": "pending", "label": "b", "reminderId": "rb"},
             {**base, "_id": "r1", "status": "replaying", "label": "c"},
             {**base, "_id": "m1", "status": "is_missed", "label": "d"},
         ]

@@ -8,6 +8,7 @@ drills (kill -9, pauses, poison, outages) stay in tests/integration.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 from shared.domain.messages import outcome_unknown
 from tests.unit.consumer_rig import T0, make_rig
@@ -157,3 +158,17 @@ def test_what_a_stopped_consumer_may_have_sent_ends_failed_outcome_unknown_and_i
         rig.run_until(due)
         assert rig.pushes() == []
         assert rig.status(doc["_id"]) == ("failed", outcome_unknown("cons-dead"))
+
+
+def test_a_sent_batch_is_one_info_line_with_its_category_count_and_lateness(caplog):
+    caplog.set_level(logging.INFO)
+    with make_rig() as rig:
+        rig.user("u1")
+        rig.user("u2")
+        due = T0 + dt.timedelta(seconds=60)
+        docs = [rig.message("u1", due), rig.message("u2", due)]
+        rig.deliver(docs)
+        rig.run_until(due)
+        assert len(rig.pushes()) == 2
+    said = [r.getMessage() for r in caplog.records]
+    assert any("sent 2 meal" in s and "ms late" in s for s in said), said
