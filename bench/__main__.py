@@ -21,6 +21,7 @@ from typing import Any
 from bench import report
 from bench.scenarios_api import run_api
 from bench.scenarios_drills import DRILLS as BASE_DRILLS
+from bench.scenarios_health import run_health
 from bench.scenarios_herd import run_herd, run_outage
 from bench.scenarios_hostile import DRILLS as HOSTILE_DRILLS
 from bench.scenarios_plan import run_idle, run_plan
@@ -29,7 +30,7 @@ from bench.scenarios_scale import run_scale
 from bench.stack import STATE_DIR, bench_stack, interpreters
 
 DRILLS = {**BASE_DRILLS, **HOSTILE_DRILLS}
-SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills", "api")
+SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills", "api", "health")
 OPT_IN = ("scale",)  # run only when named in --only (too long for the default run)
 # users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s,
 # lead s (capped at 10 for the outage and the drills), fresh: a new database server per
@@ -47,6 +48,8 @@ SIZES: dict[str, dict[str, float]] = {
         lead=15,
         api=10_000,
         api_logins=4000,
+        health_users=45,
+        health_reminders=100,
     ),
     # quick and tiny reuse one database server (a new database per scenario): at their sizes
     # the server's slow-down as it fills is small, and a restart per scenario costs 5 s each.
@@ -62,6 +65,8 @@ SIZES: dict[str, dict[str, float]] = {
         fresh=0,
         api=1000,
         api_logins=1000,
+        health_users=45,
+        health_reminders=100,
     ),
     "tiny": dict(
         users=50,
@@ -75,6 +80,8 @@ SIZES: dict[str, dict[str, float]] = {
         fresh=0,
         api=50,
         api_logins=200,
+        health_users=6,
+        health_reminders=10,
     ),
 }
 
@@ -183,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         if "api" in only:
             st.wipe("api", fresh_server=fresh)
             step("api", run_api, st, int(size["api"]), int(size["api_logins"]))
+        if "health" in only:
+            st.wipe("health", fresh_server=fresh)
+            users, rems = int(size["health_users"]), int(size["health_reminders"])
+            step("health", run_health, st, users, rems, min(45, users))
         if "scale" in only:
             ks = tuple(int(k) for k in args.scale_creators.split(",") if k.strip())
             step(

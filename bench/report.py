@@ -90,6 +90,21 @@ def rows(results: Doc) -> list[tuple[str, str, str, str]]:
                 + ("ok" if cp["docs_read"] < 1000 else "MISSED (pass scans)"),
             )
         )
+    if "health" in sc and "error" not in sc["health"]:
+        h = sc["health"]
+        hz, zc = h["healthz"], h["zone_changes"]
+        out.append(
+            (
+                "api health",
+                f"{h['users']} zone changes of users with {h['reminders_per_user']} reminders, "
+                f"{h['clients']} clients: /healthz p50 {hz['ms_p50']:.1f} ms, p99 "
+                f"{hz['ms_p99']:.1f} ms, max {hz['ms_max']} ms; /readyz p99 "
+                f"{h['readyz']['ms_p99']:.1f} ms; a change p50 {zc['ms_p50']:.0f} ms "
+                f"({h['zone_change_ms_per_reminder']} ms a reminder), {len(h['errors'])} errors",
+                "(not measured)",
+                "/healthz p99 < 100 ms: " + ("ok" if h["health_bar_ok"] else "MISSED"),
+            )
+        )
     if "api" in sc and "error" not in sc["api"]:
         r = sc["api"]
         on, fl, lg = r["onboarding"], r["floor"], r["login"]

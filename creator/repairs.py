@@ -2,7 +2,7 @@
 
 A planning reads documents, plans, then inserts; a change (a reminder replaced, a user erased, a
 registration turned off) can fall in between. Each repair looks after the insert, so that the
-change and the planning always see each other (``docs/notes/races-planner.md`` tells which
+change and the planning always see each other (``docs/notes/races.md`` tells which
 ordering each one closes, next to the test that guards it):
 - ``replan_changed``: messages of a reminder version replaced since: ended, the current
   version planned;
