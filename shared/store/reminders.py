@@ -164,17 +164,7 @@ def cancel_at(
 ) -> int:
     """End ``cancelled`` the reminder's pending messages at these instants planned from a
     version up to ``up_to_version`` (a later one may be planned there already); how many."""
-    res = database[dbm.MESSAGES].update_many(
-        {
-            "scheduledAt": {"$in": instants},
-            "status": Status.PENDING.value,
-            "isDeleted": False,
-            "reminderId": reminder_id,
-            "reminderVersion": {"$not": {"$gt": up_to_version}},
-        },
-        {"$set": terminal_update(Status.CANCELLED, reason, now)},
-    )
-    return int(res.modified_count)
+    return cancel_at_many(database, [(reminder_id, up_to_version, instants)], reason, now)
 
 
 def delete(database: Database[Doc], reminder_ids: Collection[str], users: Collection[str]) -> int:
