@@ -118,6 +118,13 @@ class ApiSettings(Group):
         12.0, 0, 24 * 30, "a console login lasts this long", above=True
     )
 
+    work_threads: int = within(
+        8,
+        1,
+        200,
+        "threads that run the routes' database work at once; more wait (each holds the "
+        "interpreter's lock in turn, and the health probes' event loop waits behind them all)",
+    )
     trusted_proxies: str = Field(
         default="127.0.0.1",
         description="comma-separated addresses or networks (CIDR) whose X-Forwarded-Proto and "
