@@ -151,7 +151,8 @@ def _strings(value: Any) -> list[str]:
 
 def erased_users(run: Run) -> dict[str, set[str]]:
     """Users whose erasure was acknowledged and never followed by a new user of that id, with
-    the install tokens no one else logged in with since."""
+    their install tokens that no other user ever logged in with (an install that moved to
+    someone else is theirs, whenever it moved)."""
     out: dict[str, set[str]] = {}
     h = run.history
     for e in h.of("erase"):
@@ -164,12 +165,11 @@ def erased_users(run: Run) -> dict[str, set[str]]:
         if later:
             out.pop(e.user, None)
             continue
-        tokens = set()
-        for token in run.intent.tokens_of.get(e.user, ()):
-            others = [c for c in h.of("login") if c.token == token and c.user != e.user]
-            if not any(c.end > e.start for c in others):
-                tokens.add(token)
-        out[e.user] = tokens
+        out[e.user] = {
+            token
+            for token in run.intent.tokens_of.get(e.user, ())
+            if not any(c.token == token and c.user != e.user for c in h.of("login"))
+        }
     return out
 
 

@@ -218,6 +218,17 @@ def test_anything_of_an_erased_user_left_is_caught() -> None:
     assert failing(make_run([*records, read], db={"notification_messages": []})) == ["6"]
 
 
+def test_an_install_that_moved_to_another_user_is_not_the_erased_users() -> None:
+    records = [
+        *base_history(),
+        req("PUT", "/v1/users/u2", {"timezone": "UTC"}, 201, T0 + 100),
+        req("PUT", "/v1/users/u2/devices/d9", {"token": "T1"}, 200, T0 + 350),
+        req("DELETE", "/v1/users/u1", None, 204, T0 + 400),
+    ]
+    db = {"notification_tokens": [{"_id": "reg9", "userId": "u2", "token": "T1"}]}
+    assert failing(make_run(records, db=db)) == []
+
+
 def test_a_user_erased_and_created_again_is_not_erased() -> None:
     records = [
         *base_history(),
