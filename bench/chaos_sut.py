@@ -58,6 +58,8 @@ class Process:
 
     def start(self) -> None:
         env = dict(self.env)
+        if self.clock_offset_s and not FAKETIME_LIB.exists():
+            raise RuntimeError(f"no {FAKETIME_LIB}: apt-get install faketime (make install does)")
         if self.clock_offset_s:
             env.update(
                 LD_PRELOAD=str(FAKETIME_LIB),

@@ -62,6 +62,8 @@ def draw(run: Run, report: dict[str, Any], path: Path) -> Path:
     if vx:
         bottom.scatter(vx, vy, s=40, marker="x", color="red", label=f"violations ({len(vx)})")
     bottom.set_yscale("symlog", linthresh=1)
+    bottom.set_ylim(bottom=0)
+    bottom.set_xlim(0, float(run.meta["cutoff"]) - t0 + max(run.meta.get("grace", {0: 0}).values()))
     bottom.set_ylabel("arrival after due (s)")
     bottom.set_xlabel("seconds since the workload started")
     bottom.legend(loc="upper left", fontsize=8)
