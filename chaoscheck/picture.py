@@ -36,7 +36,7 @@ def draw(run: Run, report: dict[str, Any], path: Path) -> Path:
             end - start,
             left=start,
             height=0.7,
-            color=colors.get(str(f["kind"]), "grey"),
+            color=colors.get(str(f["kind"]).split("_")[0], "grey"),
             alpha=0.7,
         )
     top.set_yticks(range(len(targets)), targets, fontsize=7)
