@@ -8,6 +8,7 @@ it answers `AMBIGUOUS`, and the checker judges nothing that depends on it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable
@@ -125,30 +126,42 @@ class Intent:
                 self.tokens_of.setdefault(c.user, set()).add(c.token)
                 self.devices_of_token.setdefault(c.token, set()).add(c.key)
 
-    def user(self, uid: str, t: float, window: float) -> State:
-        return settled(self.history.of("user", "erase", user=uid), t, window, user_fold, {})
+    @functools.cache  # noqa: B019 - one Intent per run, kept for the run's whole check
+    def _of_user(self, uid: str) -> list[Change]:
+        return [c for c in self.history.changes if c.user == uid]
 
-    def reminder(self, rid: str, t: float, window: float) -> State:
+    @functools.cache  # noqa: B019
+    def _of_reminder(self, rid: str) -> list[Change]:
         uid = self.owner.get(rid, "")
-        changes = [
+        return [
             c
             for c in self.history.changes
             if (c.key == rid and c.kind in ("reminder", "patch", "remove"))
             or (c.kind == "erase" and c.user == uid)
         ]
-        return settled(changes, t, window, reminder_fold, {"exists": False})
 
-    def install(self, token: str, t: float, window: float) -> State:
+    @functools.cache  # noqa: B019
+    def _of_install(self, token: str) -> list[Change]:
         devices = self.devices_of_token.get(token, set())
-        holders = {c.user for c in self.history.of("login") if c.token == token}
-        changes = [
+        holders = {c.user for c in self.history.changes if c.kind == "login" and c.token == token}
+        return [
             c
             for c in self.history.changes
             if (c.kind == "login" and (c.token == token or c.key in devices))
             or (c.kind == "logout" and c.key in devices)
             or (c.kind == "erase" and c.user in holders)
         ]
-        return settled(changes, t, window, install_fold(token, devices), {"holder": None})
+
+    def user(self, uid: str, t: float, window: float) -> State:
+        changes = [c for c in self._of_user(uid) if c.kind in ("user", "erase")]
+        return settled(changes, t, window, user_fold, {})
+
+    def reminder(self, rid: str, t: float, window: float) -> State:
+        return settled(self._of_reminder(rid), t, window, reminder_fold, {"exists": False})
+
+    def install(self, token: str, t: float, window: float) -> State:
+        fold = install_fold(token, self.devices_of_token.get(token, set()))
+        return settled(self._of_install(token), t, window, fold, {"holder": None})
 
     def zones(self, uid: str, before: float) -> list[str]:
         """Every zone a change of the user asked for, started by ``before``."""
