@@ -29,6 +29,7 @@ from chaoscheck.run import check_dir
 WINDOW_S = 1.0  # docs/architecture.md "Chaos": a change acknowledged this long before is honoured
 DRAIN_S = max(GRACE.values()) + 60.0
 OUT = REPO / ".local" / "chaos"
+START_PHASE_S = 50.0  # the workload starts 10 s before a minute boundary
 
 
 def _jsonable(value: Any) -> Any:
@@ -78,6 +79,7 @@ def run(
     with Sut(run_dir, seed) as sut:
         recorder = chaos_workload.Recorder(sut.api_url, {"app": sut.app_key, "ops": sut.ops_key})
         start = time.time() + 2.0
+        start += (START_PHASE_S - start) % 60  # a replay's due instants fall as the seed's did
         ops = chaos_workload.plan(seed, start, seconds, users, ops_per_s)
         print(
             f"chaos seed {seed}: {len(ops)} requests, {len(faults)} faults, {minutes} min; "
