@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -153,6 +154,10 @@ def run(
     return report
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench chaos", description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=1)
@@ -162,6 +167,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--ops-per-s", type=float, default=1.0, help="changes per second meanwhile")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    # SIGTERM or SIGINT (also when started in the background, where SIGINT is ignored) unwind
+    # the run, so every process it started is stopped by pid on the way out.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _interrupted)
     report = run(args.seed, args.minutes, args.out, args.schedule, args.users, args.ops_per_s)
     print(f"{'ok' if report['ok'] else 'VIOLATIONS'}: {report['run_dir']}")
     return 0 if report["ok"] else 1

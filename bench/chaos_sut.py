@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,11 @@ class Sut:
         self.proxies: dict[str, FaultProxy] = {}
         self.fake: Process | None = None
         self._locks = {name: threading.Lock() for name in (*TZPUSH, "mongo", "activemq")}
+        # The database and the broker are started with PR_SET_PDEATHSIG, which fires when the
+        # *thread* that started them ends: every restart is made by this one long-lived thread.
+        self._starter = ThreadPoolExecutor(1, thread_name_prefix="chaos-starter")
+        self._closing = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True)
 
     # -- start ---------------------------------------------------------------------------------
     def __enter__(self) -> Sut:
@@ -147,6 +153,7 @@ class Sut:
                 self.procs[name] = self._process(name)
                 self.procs[name].start()
             _wait_http(self.api_url + "/readyz")
+            self._supervisor.start()
         except BaseException:
             self.close()
             raise
@@ -193,6 +200,22 @@ class Sut:
         command = name.split("-")[0]
         return Process(name, [str(TZPUSH_BIN), command], env, self.logs / f"{name}.log")
 
+    def _supervise(self) -> None:
+        """Restart a tzpush process that exited on its own (as ECS restarts a stopped task):
+        e.g. one started while the database was down exits at once."""
+        while not self._closing.wait(1.0):
+            for name, proc in self.procs.items():
+                lock = self._locks[name]
+                if not proc.alive() and lock.acquire(blocking=False):
+                    try:
+                        if not self._closing.is_set() and not proc.alive():
+                            proc.start()
+                    finally:
+                        lock.release()
+
+    def _start_service(self, name: str) -> None:
+        self._starter.submit(self.local.start, name).result()
+
     # -- faults --------------------------------------------------------------------------------
     def do(self, fault: Fault, started: float) -> dict[str, Any]:
         """Apply ``fault`` now, wait its duration, undo it; the fault as it happened."""
@@ -234,7 +257,7 @@ class Sut:
             else:
                 self.local.stop(name, timeout=20)
             time.sleep(fault.duration)
-            self.local.start(name)
+            self._start_service(name)
 
     def _tzpush(self, fault: Fault) -> None:
         proc = self.procs[fault.target]
@@ -289,7 +312,7 @@ class Sut:
             if pid is not None:
                 os.kill(pid, signal.SIGCONT)
             else:
-                self.local.start(name)
+                self._start_service(name)
         for proc in self.procs.values():
             proc.signal(signal.SIGCONT)
             if not proc.alive():
@@ -300,6 +323,9 @@ class Sut:
     # -- stop ----------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop every process this run started (by pid), the proxies and the stack."""
+        self._closing.set()
+        if self._supervisor.is_alive():
+            self._supervisor.join(timeout=5)
         for proc in self.procs.values():
             proc.signal(signal.SIGCONT)
             proc.signal(signal.SIGTERM)
@@ -316,6 +342,7 @@ class Sut:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
         self.local.down()
+        self._starter.shutdown(wait=True)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
