@@ -30,6 +30,21 @@ def _fault_near(run: Run, start: float, end: float) -> list[Doc]:
     return [f for f in run.faults if _ts(f["start"]) <= end and _ts(f["end"]) >= start]
 
 
+def _declared_dead(run: Run, token: str, due: float) -> bool:
+    """Whether Expo said DeviceNotRegistered for ``token`` (a fault) before ``due`` and no
+    login with it started since: token hygiene deactivates it, nothing more is owed to it."""
+    deaths = [
+        _ts(f["start"])
+        for f in run.faults
+        if f.get("kind") == "expo_dnr" and (f.get("detail") or {}).get("token") == token
+    ]
+    deaths = [t for t in deaths if t < due]
+    if not deaths:
+        return False
+    logins = run.intent.history.of("login")
+    return not any(c.token == token and c.start > max(deaths) for c in logins)
+
+
 def _expected(run: Run) -> list[Doc]:
     """Every occurrence due in the run's span whose intent stood, settled, EXPECT_SETTLE_S
     before its due instant: rule, user, category and the install it goes to."""
@@ -65,6 +80,8 @@ def _expected(run: Run) -> list[Doc]:
                 for token in sorted(intent.tokens_of.get(c.user, ())):
                     inst = intent.install(token, due, EXPECT_SETTLE_S)
                     if inst is AMBIGUOUS or not inst["holder"] or inst["holder"][0] != c.user:
+                        continue
+                    if _declared_dead(run, token, due):
                         continue
                     out.append(
                         dict(

@@ -204,6 +204,20 @@ def test_a_miss_is_honest_only_with_a_fault_near_it() -> None:
     assert failing(make_run(pushes=[], db=db, faults=[fault])) == []
 
 
+def test_an_install_expo_declared_dead_is_owed_nothing_until_it_logs_in_again() -> None:
+    dead = {
+        "kind": "expo_dnr",
+        "target": "expo",
+        "start": DUE - 100,
+        "end": DUE - 90,
+        "detail": {"token": "T1"},
+    }
+    db = {"notification_messages": []}
+    assert failing(make_run(pushes=[], db=db, faults=[dead])) == []
+    login = req("PUT", "/v1/users/u1/devices/d1", {"token": "T1"}, 200, DUE - 60)
+    assert failing(make_run([*base_history(), login], pushes=[], db=db, faults=[dead])) == ["5"]
+
+
 def test_a_push_past_its_grace_is_caught() -> None:
     assert "5" in failing(make_run(pushes=[push(DUE + 63)]))
 
