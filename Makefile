@@ -31,11 +31,11 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 ARGS ?=
 
-.PHONY: help venv install run test lint fmt bench services-up services-down services-status clean \
-	promtool client-types
+.PHONY: help venv install run test lint fmt bench chaos services-up services-down services-status \
+	clean promtool client-types
 
 help:
-	@echo "targets: venv install run test lint fmt bench services-up services-down services-status clean"
+	@echo "targets: venv install run test lint fmt bench chaos services-up services-down services-status clean"
 	@echo "  make test PYTEST_ARGS='-k stack -x'    make bench ARGS='--help'"
 
 # Debian's python3 has no ensurepip (so no `-m venv`) until python3-venv is installed.
@@ -70,6 +70,9 @@ install: venv
 	@test -x /usr/bin/chromium || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@$(MAKE) --no-print-directory promtool
+	@# Debian's libfaketime: a chaos run moves one process's clock (bench/chaos_sut.py).
+	@test -x /usr/bin/faketime || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; }
 
 # Debian's Prometheus, for `promtool check rules` (lint) and `promtool test rules` (test) of
 # deploy/prometheus/alerts.yml; its server is not used.
@@ -126,6 +129,12 @@ fmt: venv
 
 bench: install
 	$(PY) -m bench $(ARGS)
+
+# A seeded chaos run (docs/architecture.md "Chaos"): make chaos SEED=3 MINUTES=10
+SEED ?= 1
+MINUTES ?= 10
+chaos: install
+	$(PY) -m bench chaos --seed $(SEED) --minutes $(MINUTES) $(ARGS)
 
 services-up: install
 	$(TZPUSH) services up

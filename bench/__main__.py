@@ -1,6 +1,7 @@
 """``python -m bench`` (``make bench``): tzpush on its own local stack with the Expo fake.
 
     python -m bench [--quick] [--sizes full|quick|tiny] [--only plan,herd,...] [--out DIR]
+    python -m bench chaos --seed S --minutes M [--schedule FILE]   (bench/chaos.py)
 
 Scenarios: plan, herd, outage, limited_herd, idle (needs plan), drills, api; and ``scale``
 (opt-in, only with ``--only scale``: 1M reminders by default, over 15 min). Writes
@@ -87,6 +88,11 @@ SIZES: dict[str, dict[str, float]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["chaos"]:
+        from bench import chaos
+
+        return chaos.main(args_in[1:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (under 3 minutes)")
     ap.add_argument("--sizes", choices=sorted(SIZES), help="size set (default full, or quick)")

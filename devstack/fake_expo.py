@@ -31,6 +31,7 @@ _CONFIG_KEYS = (
     "receipt_errors",
     "projects",
     "access_token",
+    "hang_after_accept_s",
 )
 
 
@@ -90,6 +91,7 @@ class FakeExpo(FakeExpoApi):
             "receipt_errors": {k: list(v) for k, v in self.receipt_errors.items()},
             "projects": dict(self.projects),
             "access_token_set": self.access_token is not None,
+            "hang_after_accept_s": self.hang_after_accept_s,
         }
 
     def configure(self, **changes: Any) -> dict[str, Any]:
@@ -97,7 +99,8 @@ class FakeExpo(FakeExpoApi):
         unknown = set(changes) - set(_CONFIG_KEYS)
         if unknown:
             raise ValueError(f"unknown setting(s) {sorted(unknown)}; known: {list(_CONFIG_KEYS)}")
-        for key in ("rate_per_second", "error_rate", "latency_ms", "receipt_delay_s"):
+        numbers = ("rate_per_second", "error_rate", "latency_ms", "receipt_delay_s")
+        for key in (*numbers, "hang_after_accept_s"):
             if key in changes:
                 value = changes[key]
                 if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -138,7 +141,7 @@ class FakeExpo(FakeExpoApi):
                 value = {k: list(v) for k, v in value.items()}
             elif key == "projects":
                 value = dict(value)
-            elif key in ("error_rate", "latency_ms", "receipt_delay_s"):
+            elif key in ("error_rate", "latency_ms", "receipt_delay_s", "hang_after_accept_s"):
                 value = float(value)
             setattr(self, key, value)
         return self.config()

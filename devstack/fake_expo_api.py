@@ -19,6 +19,9 @@ Behaviour chosen where Expo leaves room (each is what the notes document):
 - Injected 5xx (``error_rate``, seeded RNG) happen before the rate check and accept nothing:
   half are 502 with an HTML body, half 500 INTERNAL_SERVER_ERROR JSON.
 - Receipts exist ``receipt_delay_s`` after the ticket; before that the id is absent.
+- ``hang_after_accept_s`` > 0 (set at run time): an accepted send is recorded and its tickets
+  issued, then the answer waits this long: a client that times out meanwhile cannot know its
+  pushes went (Expo accepting and the connection dying before the answer).
 - ``/_fake/*`` and ``/healthz`` never need the access token.
 
 Tokens containing ``dead-ticket`` are DeviceNotRegistered at ticket time, tokens containing
@@ -113,6 +116,7 @@ class FakeExpoApi:
         self.receipt_delay_s = float(receipt_delay_s)
         self.error_rate = float(error_rate)
         self.latency_ms = float(latency_ms)
+        self.hang_after_accept_s = 0.0
         self.dead_at_ticket: set[str] = set(dead_at_ticket)
         self.dead_at_receipt: set[str] = set(dead_at_receipt)
         self.ticket_errors: dict[str, list[str]] = {

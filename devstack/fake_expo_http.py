@@ -30,6 +30,7 @@ class Served(Protocol):
 
     verbose: bool
     latency_ms: float
+    hang_after_accept_s: float
 
     def count(self, key: str, n: int = 1) -> None: ...
     def bad_request(self, code: str, message: str) -> Reply: ...
@@ -132,7 +133,11 @@ class FakeExpoHandler(BaseHTTPRequestHandler):
                 self._reply(*fake.bad_request("VALIDATION_ERROR", "body is not valid JSON"))
                 return
             handler = fake.handle_send if path == SEND_PATH else fake.handle_receipts
-            self._reply(*handler(payload))
+            status, answer = handler(payload)
+            hang = fake.hang_after_accept_s
+            if path == SEND_PATH and status == 200 and hang > 0:
+                time.sleep(hang)
+            self._reply(status, answer)
         elif path == "/_fake/config":
             try:
                 self._reply(200, fake.configure(**json.loads(raw or b"{}")))

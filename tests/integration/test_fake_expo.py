@@ -350,3 +350,18 @@ def test_cli_runs_until_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_send_accepted_then_hanging_is_recorded_though_the_client_times_out(
+    fake: FakeExpo,
+) -> None:
+    fake.configure(hang_after_accept_s=3.0)
+    body = json.dumps([{"to": TOKEN, "title": "late answer"}])
+    url = fake.url + "/--/api/v2/push/send"
+    with pytest.raises(requests.Timeout):
+        requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=0.5)
+    assert [p["title"] for p in fake.pushes()] == ["late answer"]
+    assert fake.config()["hang_after_accept_s"] == 3.0
+    fake.configure(hang_after_accept_s=0)
+    answer = requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=2)
+    assert answer.status_code == 200
