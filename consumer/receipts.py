@@ -94,7 +94,7 @@ class ReceiptPoller:
             updates.append(_no_receipt(d["_id"], now, reason))
             counts[what] += 1
         with dbm.translate_errors("setting receipts aside"):
-            self.db[dbm.MESSAGES].bulk_write(updates, ordered=False)
+            dbm.critical(self.db, dbm.MESSAGES).bulk_write(updates, ordered=False)
 
     def _ask(
         self, docs: list[Doc], now: dt.datetime, counts: Counter[str], *, probed: bool = False
@@ -177,7 +177,7 @@ class ReceiptPoller:
             metrics.RECEIPTS.labels("ok" if r.ok or r.code is None else r.code.value).inc()
         with dbm.translate_errors("recording receipts"):
             if updates:
-                self.db[dbm.MESSAGES].bulk_write(updates, ordered=False)
+                dbm.critical(self.db, dbm.MESSAGES).bulk_write(updates, ordered=False)
             apply_token_effects(self.db, effects, self.settings.outcomes.max_token_failures, now)
 
     def run(self, stop: threading.Event) -> None:

@@ -207,7 +207,7 @@ class Recorder:
         }
         try:
             with dbm.translate_errors("journaling outcomes"):
-                self.db[dbm.JOURNAL].insert_one(doc)
+                dbm.critical(self.db, dbm.JOURNAL).insert_one(doc)
         except DuplicateKeyError:
             pass
         now = time.monotonic()
@@ -251,7 +251,7 @@ class Recorder:
                 j for j in dict.fromkeys(job.journal_id for job in jobs) if j not in keep_journal
             ]
             if done:
-                self.db[dbm.JOURNAL].delete_many({"_id": {"$in": done}})
+                dbm.critical(self.db, dbm.JOURNAL).delete_many({"_id": {"$in": done}})
 
     def _apply(self, job: Job) -> None:
         with dbm.translate_errors("recording outcomes"):

@@ -12,11 +12,13 @@ import datetime as dt
 import hashlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pymongo
-from pymongo import ASCENDING, IndexModel
+from pymongo import ASCENDING, IndexModel, ReadPreference, WriteConcern
+from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import (
     AutoReconnect,
@@ -215,7 +217,29 @@ def connect(settings: MongoSettings) -> Database[Doc]:
         retryWrites=True,
         appname="tzpush",
     )
+    concern = settings.write_concern
+    _CONCERNS[client] = WriteConcern(w=int(concern) if concern.isdigit() else concern)
     return client[settings.database]
+
+
+MAJORITY = WriteConcern(w="majority")
+# The write concern of ``critical`` per client, from the settings it was opened with (a client
+# opened elsewhere, e.g. by a test, gets MAJORITY).
+_CONCERNS: weakref.WeakKeyDictionary[pymongo.MongoClient[Doc], WriteConcern] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def critical(database: Database[Doc], name: str) -> Collection[Doc]:
+    """The collection ``name`` for what exactly-once rests on (send guards and fences, the send
+    journal, terminal writes, creators' leases): writes acknowledged under
+    ``TZPUSH_MONGO__WRITE_CONCERN`` (majority by default, so a replica set's failover cannot roll
+    them back) and reads from the primary (a decision never rests on a lagging secondary)."""
+    return database.get_collection(
+        name,
+        write_concern=_CONCERNS.get(database.client, MAJORITY),
+        read_preference=ReadPreference.PRIMARY,
+    )
 
 
 INDEX_PLAN_ID = "index-plan"  # in STATE: the digest of the last index plan fully ensured

@@ -33,7 +33,7 @@ def take_guards(
         return set()
     docs = [{"_id": i, "owner": owner, "wakeup": wakeup, "at": now} for i in ids]
     try:
-        database[dbm.SENDS].insert_many(docs, ordered=False)
+        dbm.critical(database, dbm.SENDS).insert_many(docs, ordered=False)
         return set(ids)
     except BulkWriteError as exc:
         lost = set()
@@ -53,7 +53,7 @@ def maybe_sent(database: Database[Doc], owner: str) -> set[str]:
 
 def holder(database: Database[Doc], message_id: str) -> Doc | None:
     """The guard of ``message_id`` (who holds it, since when), or ``None``."""
-    return database[dbm.SENDS].find_one({"_id": message_id})
+    return dbm.critical(database, dbm.SENDS).find_one({"_id": message_id})
 
 
 def in_attempt(database: Database[Doc], owner: object, message_id: str) -> bool:
@@ -66,7 +66,7 @@ def take_over(
     database: Database[Doc], guard: Doc, owner: str, now: dt.datetime, wakeup: str
 ) -> bool:
     """Move ``guard`` to ``owner`` if nobody moved it meanwhile (compare-and-set on holder+time)."""
-    r = database[dbm.SENDS].update_one(
+    r = dbm.critical(database, dbm.SENDS).update_one(
         {"_id": guard["_id"], "owner": guard.get("owner"), "at": guard.get("at")},
         {
             "$set": {
@@ -82,7 +82,7 @@ def take_over(
 
 def release(database: Database[Doc], ids: list[str], owner: str) -> None:
     """Give back ``owner``'s guards of ``ids`` (only for messages that certainly never left)."""
-    database[dbm.SENDS].delete_many({"_id": {"$in": ids}, "owner": owner})
+    dbm.critical(database, dbm.SENDS).delete_many({"_id": {"$in": ids}, "owner": owner})
 
 
 class Fenced(Exception):
@@ -91,10 +91,12 @@ class Fenced(Exception):
 
 def fence(database: Database[Doc], holder: str, by: str, now: dt.datetime) -> None:
     """Forbid ``holder`` to start any request from now on (before taking over its guards)."""
-    database[dbm.FENCES].update_one({"_id": holder}, {"$set": {"by": by, "at": now}}, upsert=True)
+    dbm.critical(database, dbm.FENCES).update_one(
+        {"_id": holder}, {"$set": {"by": by, "at": now}}, upsert=True
+    )
 
 
 def fenced_by(database: Database[Doc], consumer: str) -> str | None:
     """Who fenced ``consumer`` (``None``: nobody; it may send)."""
-    doc = database[dbm.FENCES].find_one({"_id": consumer}, {"by": 1})
+    doc = dbm.critical(database, dbm.FENCES).find_one({"_id": consumer}, {"by": 1})
     return None if doc is None else str(doc.get("by"))

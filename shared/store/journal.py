@@ -119,10 +119,10 @@ def merge_journal(
         flt["at"] = {"$lt": clock() - dt.timedelta(seconds=older_than_s)}
     n = 0
     with dbm.translate_errors("merging the send journal"):
-        for doc in database[dbm.JOURNAL].find(flt):
+        for doc in dbm.critical(database, dbm.JOURNAL).find(flt):
             updates, effects, refunds = entry_ops(journal_entries(doc), receipts_delay_s)
             apply_outcomes(database, updates, effects, refunds, max_failures, clock())
-            database[dbm.JOURNAL].delete_one({"_id": doc["_id"]})
+            dbm.critical(database, dbm.JOURNAL).delete_one({"_id": doc["_id"]})
             n += len(updates)
     if n:
         log.info("merged %d outcomes left in the send journal", n)
@@ -139,7 +139,7 @@ def apply_outcomes(
 ) -> None:
     """Message updates, cap refunds and token hygiene; applying them again changes nothing."""
     for i in range(0, len(updates), MERGE_CHUNK):  # short writes: see Recorder._merge_all
-        database[dbm.MESSAGES].bulk_write(updates[i : i + MERGE_CHUNK], ordered=False)
+        dbm.critical(database, dbm.MESSAGES).bulk_write(updates[i : i + MERGE_CHUNK], ordered=False)
     refunds = [
         UpdateOne(
             {"_id": counter, "refunded": {"$ne": message_id}},
