@@ -86,6 +86,11 @@ class _Listener(stomp.ConnectionListener):
         self.disconnected.set()
 
 
+# The broker this process last connected to, per endpoint list (``StompClient._note_connected``).
+_LAST_ENDPOINT: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+_LAST_LOCK = threading.Lock()
+
+
 class StompClient:
     """One STOMP 1.2 connection to the first broker of ``settings.stomp.addresses()`` that
     answers. Use as a context manager or call connect()/close(); ``connect()`` again after a
@@ -148,7 +153,13 @@ class StompClient:
     def _note_connected(
         self, position: int, endpoint: tuple[str, int], failures: list[str]
     ) -> None:
-        previous, self.endpoint = self.endpoint, endpoint
+        # Per process and endpoint list, not per client: a consumer builds a new client for
+        # each reconnect, and its switch to the other broker must still be said.
+        key = tuple(self.endpoints)
+        with _LAST_LOCK:
+            previous = _LAST_ENDPOINT.get(key, self.endpoint)
+            _LAST_ENDPOINT[key] = endpoint
+        self.endpoint = endpoint
         metrics.BROKER_ENDPOINT.set(position)
         if previous is not None and previous != endpoint:
             metrics.BROKER_FAILOVERS.inc()

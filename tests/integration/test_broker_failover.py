@@ -110,8 +110,9 @@ def test_scheduled_wakeups_fire_from_the_shared_store_after_two_failovers(
     pair: Pair, pair_world: Any
 ) -> None:
     world = pair_world
+    planner = world.planner()  # a creator's connection: to the first endpoint that answers
     first = herd(world, 40, in_seconds(AHEAD_S), prefix="one")
-    arm(world, first)  # armed through the active broker (the first endpoint)
+    arm(world, first, planner)
     world.start_consumer()
     killed, killed_ms = pair.kill_active()
     assert killed == "activemq"
@@ -122,7 +123,9 @@ def test_scheduled_wakeups_fire_from_the_shared_store_after_two_failovers(
     pair.local.start("activemq")  # the old active comes back as the new standby
     assert pair.local.standby("activemq") and pair.local.active() == "activemq-b"
     second = herd(world, 40, in_seconds(AHEAD_S), prefix="two")
-    arm(world, second)  # a new planner connects to the first endpoint that answers: b
+    # The same creator: its connection died with a; it reconnects to the one that answers, b.
+    arm(world, second, planner)
+    assert planner.broker is not None and planner.broker.endpoint == ("127.0.0.1", PAIR_PORTS[1])
     killed, killed_ms = pair.kill_active()
     assert killed == "activemq-b"
     took = pair.takeover_s(killed, killed_ms)

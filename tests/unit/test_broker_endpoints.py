@@ -46,6 +46,7 @@ class FakeConnection:
 @pytest.fixture
 def client(monkeypatch: pytest.MonkeyPatch) -> broker_mod.StompClient:
     monkeypatch.setattr(broker_mod.stomp, "Connection12", FakeConnection)
+    monkeypatch.setattr(broker_mod, "_LAST_ENDPOINT", {})
     UP.clear()
     settings = Settings.load(stomp={"endpoints": "127.0.0.1:7001,127.0.0.1:7002"})
     return broker_mod.StompClient(settings)
@@ -74,6 +75,19 @@ def test_a_reconnect_to_the_other_broker_is_logged_and_counted(
     assert "broker failover: connected to 127.0.0.1:7002 (endpoint 2 of 2), was 127.0.0.1:7001" in (
         caplog.text
     )
+
+
+def test_a_new_client_after_a_loss_still_says_it_failed_over(
+    client: broker_mod.StompClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    UP.add(("127.0.0.1", 7001))
+    client.connect()
+    UP.clear()
+    UP.add(("127.0.0.1", 7002))
+    again = broker_mod.StompClient(client.settings)  # what a consumer does on each reconnect
+    with caplog.at_level(logging.WARNING, logger="shared.broker"):
+        again.connect()
+    assert "broker failover: connected to 127.0.0.1:7002" in caplog.text
 
 
 def test_no_broker_answering_is_a_transient_error_naming_each(
