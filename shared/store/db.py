@@ -15,6 +15,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pymongo
 from pymongo import ASCENDING, IndexModel, ReadPreference, WriteConcern
@@ -206,8 +207,9 @@ def index_plan() -> dict[str, list[IndexModel]]:
     }
 
 
-def connect(settings: MongoSettings) -> Database[Doc]:
-    """Open a client (aware UTC datetimes) and return the configured database."""
+def connect(settings: MongoSettings, **client_options: Any) -> Database[Doc]:
+    """Open a client (aware UTC datetimes) and return the configured database; ``client_options``
+    go to ``MongoClient`` as well (a test's ``event_listeners``)."""
     client: pymongo.MongoClient[Doc] = pymongo.MongoClient(
         settings.uri.get_secret_value(),
         tz_aware=True,
@@ -216,6 +218,7 @@ def connect(settings: MongoSettings) -> Database[Doc]:
         socketTimeoutMS=max(settings.timeout_ms * 6, 30000),
         retryWrites=True,
         appname="tzpush",
+        **client_options,
     )
     concern = settings.write_concern
     _CONCERNS[client] = WriteConcern(w=int(concern) if concern.isdigit() else concern)
