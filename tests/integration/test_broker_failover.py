@@ -19,6 +19,7 @@ import pytest
 
 from devstack.config import StackConfig
 from devstack.stack import LocalStack
+from ops.doctor import check_broker
 from shared.clock import utcnow
 from shared.store import db as dbm
 from tests.integration.conftest import SECANTUS_VENV, TEST_STATE_DIR, TEST_STOMP_PORT, Stack
@@ -119,6 +120,8 @@ def test_scheduled_wakeups_fire_from_the_shared_store_after_two_failovers(
     took = pair.takeover_s(killed, killed_ms)
     _exactly_once(world, first)
     print(f"failover 1: standby active {took:.2f} s after the kill")
+    row = check_broker(pair.settings)[0]
+    assert row.status == "ok" and f":{PAIR_PORTS[1]} (endpoint 2 of 2" in row.detail, row
 
     pair.local.start("activemq")  # the old active comes back as the new standby
     assert pair.local.standby("activemq") and pair.local.active() == "activemq-b"
