@@ -68,6 +68,9 @@ class LocalStack:
     start_timeout: float = 90.0
     stop_timeout: float = 20.0
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+    # Where each broker's activemq.log ended when we started it: its standby line is news only
+    # after that (the log is appended to, and a run stopped as standby ends with that line).
+    _log_from: dict[str, int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings, **config_overrides: Any) -> LocalStack:
@@ -131,13 +134,17 @@ class LocalStack:
         lock (its log says so), not answering STOMP."""
         if self.pid(name) is None or self.ready(name, timeout=1.0):
             return False
-        log = self.data_dir(name) / "activemq.log"
         try:
-            tail = log.read_text(errors="replace")[-20_000:]
+            with open(self._broker_log(name), "rb") as fh:
+                fh.seek(max(self._log_from.get(name, 0), fh.seek(0, 2) - 20_000))
+                tail = fh.read().decode(errors="replace")
         except OSError:
             return False
         waiting = tail.rfind("is locked by another server")
         return waiting >= 0 and tail.rfind("Apache ActiveMQ", waiting) < 0
+
+    def _broker_log(self, name: str) -> Path:
+        return self.data_dir(name) / "activemq.log"
 
     def active(self) -> str | None:
         """The broker of this stack that answers STOMP now (a pair: the one holding the lock)."""
@@ -175,6 +182,9 @@ class LocalStack:
                     f"stop it or choose another port for {name}"
                 )
             argv, env, cwd = self._command(name)
+            if name in BROKERS:
+                log_path = self._broker_log(name)
+                self._log_from[name] = log_path.stat().st_size if log_path.exists() else 0
             log = self.log_file(name)
             log.parent.mkdir(parents=True, exist_ok=True)
             with open(log, "ab") as out:

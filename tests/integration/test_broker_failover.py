@@ -10,6 +10,7 @@ scenario, not a synchronisation sleep.
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from devstack.stack import LocalStack
 from ops.doctor import check_broker
 from shared.clock import utcnow
 from shared.store import db as dbm
+from shared.wire import decode
 from tests.integration.conftest import SECANTUS_VENV, TEST_STATE_DIR, TEST_STOMP_PORT, Stack
 from tests.integration.consumer_support import (
     arm,
@@ -162,3 +164,40 @@ def test_a_herd_firing_when_the_active_broker_dies_is_sent_exactly_once(
         f"herd: standby active {took:.2f} s after the kill; first send through it "
         f"{(first - killed_ms) / 1000:.2f} s after the kill"
     )
+
+
+def test_a_change_made_while_no_broker_answers_is_armed_through_the_new_active_one(
+    pair: Pair, pair_world: Any
+) -> None:
+    """The API's and the creator's side of a switch: a change made while neither broker answers
+    is stored and answered as in a broker outage; once the other broker is active, the same
+    creator's next pass connects to it and arms what the change planned."""
+    from creator.manage import Manager
+    from tests.integration.test_creator import drain, fire_at_once
+
+    world = pair_world
+    for name in pair.local.config.brokers:  # both up again, whatever the drills before left
+        pair.local.start(name)
+    planner = world.planner()
+    manager = Manager(world.db, planner, world.settings)
+    planner.run_pass()  # a planned window: a change plans at once
+    world.user("switch", tz="UTC", manager=manager)
+    active = pair.local.active()
+    other = next(b for b in pair.local.config.brokers if b != active)
+    assert active is not None
+    pair.local.stop(other)
+    pair.local.kill9(active)  # nothing answers now: the switch is under way
+    due = (utcnow() + dt.timedelta(hours=3)).strftime("%H:%M")
+    manager.add_reminder("switch", category="meal", label="lunch", at=due)
+    [planned] = list(world.db[dbm.MESSAGES].find({"userId": "switch"}))
+    assert planned["status"] == "pending"
+
+    pair.local.start(other)  # takes the store's lock: the new active broker
+    fire_at_once(planner)
+    planner.run_pass()
+    assert planner.broker is not None
+    assert planner.broker.endpoint == pair.local.address(other)
+    armed = {i.id for f in drain(world, "meal", 1) for i in decode(f.body).items}
+    assert planned["_id"] in armed
+    pair.local.start(active)  # back as the standby
+    assert pair.local.standby(active)
