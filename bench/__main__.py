@@ -22,6 +22,7 @@ from typing import Any
 from bench import report
 from bench.scenarios_api import run_api
 from bench.scenarios_drills import DRILLS as BASE_DRILLS
+from bench.scenarios_failover import DRILLS as FAILOVER_DRILLS
 from bench.scenarios_health import run_health
 from bench.scenarios_herd import run_herd, run_outage
 from bench.scenarios_hostile import DRILLS as HOSTILE_DRILLS
@@ -30,7 +31,7 @@ from bench.scenarios_scale import STEPS as SCALE_STEPS
 from bench.scenarios_scale import run_scale
 from bench.stack import STATE_DIR, bench_stack, interpreters
 
-DRILLS = {**BASE_DRILLS, **HOSTILE_DRILLS}
+DRILLS = {**BASE_DRILLS, **HOSTILE_DRILLS, **FAILOVER_DRILLS}
 SCENARIOS = ("plan", "idle", "herd", "limited_herd", "outage", "drills", "api", "health")
 OPT_IN = ("scale",)  # run only when named in --only (too long for the default run)
 # users (2 reminders each), herd, outage, drill herd, two-creators reminders, idle s, outage s,

@@ -237,6 +237,11 @@ EXTRA_BARS_OK = {
     "consumer_alive": lambda r: r["consumer_alive"] and r["good_reminders_planned"] > 0,
 }
 EXTRA_FIGURES = (
+    "kill1_standby_active_s",
+    "kill2_standby_active_s",
+    "kill1_consumer_back_s",
+    "kill2_consumer_back_s",
+    "kill_to_first_send_s",
     "http_429",
     "all_delivered_after_s",
     "bar_s",

@@ -15,7 +15,7 @@ import signal
 import threading
 from pathlib import Path
 
-from devstack.config import ACTIVEMQ_JAR, SERVICES, StackConfig, check_service
+from devstack.config import ACTIVEMQ_JAR, SERVICES, STANDBY, StackConfig, check_service
 from shared.errors import InputError
 from shared.settings import Settings
 
@@ -42,7 +42,15 @@ def _register_services(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     sub.required = True
     up = sub.add_parser("up", help="install if needed, start what is not running, wait ready")
     up.add_argument("--install-only", action="store_true", help="install, start nothing")
-    up.add_argument("service", nargs="*", help=f"any of {', '.join(SERVICES)} (default: all)")
+    up.add_argument(
+        "--pair",
+        action="store_true",
+        help="an active/standby broker pair on one store (second port: TZPUSH_STOMP__ENDPOINTS, "
+        "or the first port + 1)",
+    )
+    up.add_argument(
+        "service", nargs="*", help=f"any of {', '.join((*SERVICES, STANDBY))} (default: all)"
+    )
     up.set_defaults(func=_cmd_up)
     sub.add_parser("down", help="stop what `up` started").set_defaults(func=_cmd_down)
     sub.add_parser("status", help="a table of service, pid, port, state").set_defaults(
@@ -70,17 +78,27 @@ def _cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     from devstack.stack import LocalStack
 
     stack = LocalStack.from_settings(settings)
+    if args.pair and not stack.config.pair:
+        port_b = stack.config.stomp_port + 1
+        stack = LocalStack.from_settings(settings, stomp_port_b=port_b)
+        host = stack.config.stomp_host
+        print(
+            f"a broker pair: clients take TZPUSH_STOMP__ENDPOINTS="
+            f"{host}:{stack.config.stomp_port},{host}:{port_b}"
+        )
     ensure_installed(stack.config)
     if args.install_only:
         print("installed; nothing started (--install-only)")
         return 0
-    names = args.service or SERVICES
+    names = args.service or stack.services
     for name in names:
         check_service(name)
     for name in names:
         host, port = stack.address(name)
         started = stack.start(name)
         word = "started" if started else "already running"
+        if name in stack.config.brokers and stack.config.pair and stack.standby(name):
+            word += ", standby"
         print(f"{name}: {word} (pid {stack.pid(name)}, {host}:{port})")
     return 0
 
@@ -116,11 +134,11 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         table.add_column(column)
     rows = stack.status()
     for row in rows:
-        colour = "green" if row.state == "running" else "yellow"
+        colour = "green" if row.state in ("running", "standby") else "yellow"
         pid = str(row.pid) if row.pid else "-"
         table.add_row(row.name, pid, f"{row.host}:{row.port}", f"[{colour}]{row.state}[/]")
     terminal.console().print(table)
-    return 0 if all(r.state == "running" for r in rows) else 3
+    return 0 if all(r.state in ("running", "standby") for r in rows) else 3
 
 
 # -- tzpush fake-expo ----------------------------------------------------------------------------

@@ -8,6 +8,8 @@ Everything lives under the state dir (``settings.local.state_dir``, default ``.l
     STATE/activemq.pid, STATE/mongo.pid      pid files: `down` stops only what they name
     STATE/activemq/base/lib/                 xstream.jar + jettison.jar (Debian classpath fix)
     STATE/activemq/data/                     KahaDB, scheduler store, activemq.log
+    STATE/activemq-b/data/                   the pair's second broker: its log only (the
+                                             store is STATE/activemq/data, shared)
     STATE/mongo/data/, STATE/mongo/*.log     SecantusDB store and log
     STATE/secantus-venv/                     SecantusDB's own venv (GPL: a separate process, never
                                              imported)
@@ -24,6 +26,8 @@ from shared.errors import PermanentError, TzpushError
 from shared.settings import Settings
 
 SERVICES: tuple[str, ...] = ("activemq", "mongo")
+STANDBY = "activemq-b"  # the second broker of an active/standby pair (`services up --pair`)
+BROKERS: tuple[str, ...] = ("activemq", STANDBY)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ACTIVEMQ_CONF = REPO_ROOT / "activemq"
 ACTIVEMQ_JAR = Path("/usr/share/activemq/bin/activemq.jar")
@@ -42,8 +46,8 @@ class PortTakenError(ServiceError, PermanentError):
 
 def check_service(name: str) -> None:
     """A ServiceError unless `name` is one of `SERVICES`."""
-    if name not in SERVICES:
-        raise ServiceError(f"unknown service {name!r}; one of {', '.join(SERVICES)}")
+    if name not in (*SERVICES, STANDBY):
+        raise ServiceError(f"unknown service {name!r}; one of {', '.join((*SERVICES, STANDBY))}")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class StackConfig:
     state_dir: Path
     stomp_host: str = "127.0.0.1"
     stomp_port: int = 61613
+    # The pair's second broker (shares the first one's store): None = a single broker.
+    stomp_port_b: int | None = None
     mongo_host: str = "127.0.0.1"
     mongo_port: int = 27017
     stomp_login: str | None = None
@@ -71,21 +77,40 @@ class StackConfig:
     def secantus_venv(self) -> Path:
         return self.venv_dir or self.state_dir / "secantus-venv"
 
+    @property
+    def pair(self) -> bool:
+        return self.stomp_port_b is not None
+
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        """The broker services of this stack: one, or the active/standby pair."""
+        return BROKERS if self.pair else BROKERS[:1]
+
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> StackConfig:
-        """Ports and hosts from settings; refuses anything that is not a loopback address."""
+        """Ports and hosts from settings; refuses anything that is not a loopback address.
+        Two endpoints in ``TZPUSH_STOMP__ENDPOINTS`` make an active/standby pair (one host)."""
         mongo_host, mongo_port = parse_mongo_host(settings.mongo.uri.get_secret_value())
-        stomp_host = settings.stomp.host
-        if not is_loopback(stomp_host):
+        endpoints = settings.stomp.addresses()
+        stomp_host = endpoints[0][0]
+        variable = "TZPUSH_STOMP__ENDPOINTS" if settings.stomp.endpoints else "TZPUSH_STOMP__HOST"
+        for host, _ in endpoints:
+            if not is_loopback(host):
+                raise ServiceError(
+                    f"{variable} names {host!r}: the local stack only runs on loopback "
+                    "(127.0.0.1); point settings at 127.0.0.1 or manage that broker yourself"
+                )
+        if len(endpoints) > 2 or len({h for h, _ in endpoints}) > 1:
             raise ServiceError(
-                f"TZPUSH_STOMP__HOST is {stomp_host!r}: the local stack only runs on loopback "
-                "(127.0.0.1); point settings at 127.0.0.1 or manage that broker yourself"
+                "TZPUSH_STOMP__ENDPOINTS: the local stack runs one broker or one pair, on one "
+                "host (e.g. 127.0.0.1:61613,127.0.0.1:61614)"
             )
         passcode = settings.stomp.passcode
         values: dict[str, Any] = {
             "state_dir": Path(settings.local.state_dir).resolve(),
             "stomp_host": stomp_host,
-            "stomp_port": settings.stomp.port,
+            "stomp_port": endpoints[0][1],
+            "stomp_port_b": endpoints[1][1] if len(endpoints) == 2 else None,
             "mongo_host": mongo_host,
             "mongo_port": mongo_port,
             "stomp_login": settings.stomp.login,

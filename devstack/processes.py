@@ -53,8 +53,12 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def activemq_command(c: StackConfig, base: Path, data: Path) -> Launch:
-    """The broker run from its jar (not /usr/bin/activemq), `base` its activemq.base dir."""
+def activemq_command(
+    c: StackConfig, base: Path, data: Path, *, port: int | None = None, store: Path | None = None
+) -> Launch:
+    """The broker run from its jar (not /usr/bin/activemq), `base` its activemq.base dir,
+    listening on `port` (default ``c.stomp_port``) with its stores in `store` (default `data`;
+    a pair's brokers share one)."""
     conf = c.conf_dir.resolve()
     if not (conf / "activemq.xml").exists():
         raise ServiceError(f"{conf}/activemq.xml is missing (run from the repository)")
@@ -93,7 +97,8 @@ def activemq_command(c: StackConfig, base: Path, data: Path) -> Launch:
         f"-Dactivemq.classpath={conf}",
         f"-Dlog4j.configuration=file:{conf}/log4j.properties",
         f"-Dtzpush.stomp.host={c.stomp_host}",
-        f"-Dtzpush.stomp.port={c.stomp_port}",
+        f"-Dtzpush.stomp.port={port or c.stomp_port}",
+        f"-Dtzpush.store.dir={store or data}",
         "-jar",
         str(ACTIVEMQ_JAR),
         "start",

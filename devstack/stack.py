@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devstack.config import SERVICES, PortTakenError, ServiceError, StackConfig, check_service
+from devstack.config import (
+    BROKERS,
+    STANDBY,
+    PortTakenError,
+    ServiceError,
+    StackConfig,
+    check_service,
+)
 from devstack.probes import mongo_ready, port_in_use, stomp_ready
 from devstack.processes import (
     Launch,
@@ -44,7 +51,8 @@ class ServiceStatus:
     pid: int | None
     host: str
     port: int
-    state: str  # running | not ready | stopped | stale pid file | port taken by another process
+    # running | standby | not ready | stopped | stale pid file | port taken by another process
+    state: str
 
 
 @dataclass
@@ -60,6 +68,9 @@ class LocalStack:
     start_timeout: float = 90.0
     stop_timeout: float = 20.0
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+    # Where each broker's activemq.log ended when we started it: its standby line is news only
+    # after that (the log is appended to, and a run stopped as standby ends with that line).
+    _log_from: dict[str, int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings, **config_overrides: Any) -> LocalStack:
@@ -79,8 +90,17 @@ class LocalStack:
     def log_file(self, name: str) -> Path:
         return self.state_dir / name / f"{name}.out"
 
+    @property
+    def services(self) -> tuple[str, ...]:
+        """What `up` starts, in order: the broker (or the pair), then the database."""
+        return (*self.config.brokers, "mongo")
+
     def address(self, name: str) -> tuple[str, int]:
         check_service(name)
+        if name == STANDBY:
+            if self.config.stomp_port_b is None:
+                raise ServiceError("no broker pair configured (TZPUSH_STOMP__ENDPOINTS)")
+            return self.config.stomp_host, self.config.stomp_port_b
         if name == "activemq":
             return self.config.stomp_host, self.config.stomp_port
         return self.config.mongo_host, self.config.mongo_port
@@ -104,19 +124,42 @@ class LocalStack:
 
     def ready(self, name: str, timeout: float = 2.0) -> bool:
         host, port = self.address(name)
-        if name == "activemq":
+        if name in BROKERS:
             c = self.config
             return stomp_ready(host, port, c.stomp_login, c.stomp_passcode, timeout)
         return mongo_ready(host, port, timeout)
 
+    def standby(self, name: str) -> bool:
+        """True when our broker `name` runs as a pair's standby: alive, waiting for the store's
+        lock (its log says so), not answering STOMP."""
+        if self.pid(name) is None or self.ready(name, timeout=1.0):
+            return False
+        try:
+            with open(self._broker_log(name), "rb") as fh:
+                fh.seek(max(self._log_from.get(name, 0), fh.seek(0, 2) - 20_000))
+                tail = fh.read().decode(errors="replace")
+        except OSError:
+            return False
+        waiting = tail.rfind("is locked by another server")
+        return waiting >= 0 and tail.rfind("Apache ActiveMQ", waiting) < 0
+
+    def _broker_log(self, name: str) -> Path:
+        return self.data_dir(name) / "activemq.log"
+
+    def active(self) -> str | None:
+        """The broker of this stack that answers STOMP now (a pair: the one holding the lock)."""
+        return next((b for b in self.config.brokers if self.ready(b, timeout=1.0)), None)
+
     def status(self) -> list[ServiceStatus]:
         rows = []
-        for name in SERVICES:
+        for name in self.services:
             host, port = self.address(name)
             stale = self.pid_file(name).exists()
             pid = self.pid(name)
             if pid is not None:
                 state = "running" if self.ready(name, timeout=1.0) else "not ready"
+                if state == "not ready" and name in BROKERS and self.standby(name):
+                    state = "standby"
             elif port_in_use(host, port):
                 state = "port taken by another process"
             else:
@@ -139,6 +182,9 @@ class LocalStack:
                     f"stop it or choose another port for {name}"
                 )
             argv, env, cwd = self._command(name)
+            if name in BROKERS:
+                log_path = self._broker_log(name)
+                self._log_from[name] = log_path.stat().st_size if log_path.exists() else 0
             log = self.log_file(name)
             log.parent.mkdir(parents=True, exist_ok=True)
             with open(log, "ab") as out:
@@ -157,14 +203,20 @@ class LocalStack:
         self._wait_ready(name, proc)
         return True
 
-    def up(self, names: Sequence[str] = SERVICES) -> dict[str, bool]:
-        """Start every service not running yet; {name: started_now}."""
-        return {name: self.start(name) for name in names}
+    def up(self, names: Sequence[str] | None = None) -> dict[str, bool]:
+        """Start every service not running yet (default: `services`); {name: started_now}."""
+        return {name: self.start(name) for name in names or self.services}
 
     def _command(self, name: str) -> Launch:
-        if name == "activemq":
-            base = self.state_dir / "activemq" / "base"
-            return activemq_command(self.config, base, self.data_dir("activemq"))
+        if name in BROKERS:
+            # A pair's brokers share the first one's store: whoever holds its lock is active.
+            return activemq_command(
+                self.config,
+                self.state_dir / name / "base",
+                self.data_dir(name),
+                port=self.address(name)[1],
+                store=self.data_dir("activemq"),
+            )
         return mongo_command(self.config, self.state_dir / "mongo", self.data_dir("mongo"))
 
     def _wait_ready(self, name: str, proc: subprocess.Popen[bytes]) -> None:
@@ -179,6 +231,8 @@ class LocalStack:
                 )
             if self.ready(name, timeout=1.0):
                 return
+            if self.config.pair and name in BROKERS and self.standby(name):
+                return  # the pair's other broker holds the store: this one waits as standby
             time.sleep(0.2)
         self.stop(name)
         raise ServiceError(
@@ -216,7 +270,8 @@ class LocalStack:
 
     def down(self) -> dict[str, int | None]:
         """Stop what our pid files name (in reverse start order); {name: pid or None}."""
-        return {name: self.stop(name) for name in reversed(SERVICES)}
+        standby = (STANDBY,) if self.pid_file(STANDBY).exists() and not self.config.pair else ()
+        return {name: self.stop(name) for name in reversed((*self.services, *standby))}
 
     def _signal(self, pid: int, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -124,7 +124,12 @@ def check_broker(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> list
             )
         ]
     try:
-        out = [Check("broker", "ok", f"STOMP CONNECTED at {s.host}:{s.port}")]
+        host, port = client.endpoint or (s.host, s.port)
+        detail = f"STOMP CONNECTED at {host}:{port}"
+        if len(client.endpoints) > 1:
+            position = client.endpoints.index((host, port)) + 1
+            detail += f" (endpoint {position} of {len(client.endpoints)}: the active one)"
+        out = [Check("broker", "ok", detail)]
         dest = f"/queue/{s.queue_prefix}.doctor.{uuid.uuid4().hex[:12]}"
         client.subscribe(dest, prefetch=1)
         sent = time.monotonic()

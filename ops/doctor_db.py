@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
+from ops import doctor_topology as topology
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import EXPO_ERRORS, Level
@@ -121,11 +122,21 @@ def check_database(
         else:
             out.append(Check("indexes", "ok", f"all {sum(map(len, dbm.index_plan().values()))}"))
         out.append(check_clock(database, clock))
+        out.append(check_topology(database, settings))
         out.append(check_documents(database, settings))
         out += check_expo_errors(database, clock)
         return out
     finally:
         database.client.close()
+
+
+def check_topology(database: Database[Doc], settings: Settings) -> Check:
+    """The deployment's shape and write concern (``ops.doctor_topology``)."""
+    try:
+        verdict = topology.check_topology(database, settings)
+    except PyMongoError as exc:
+        return Check(topology.NAME, "warn", f"could not ask the server: {str(exc)[:160]}")
+    return Check(topology.NAME, verdict.status, verdict.detail, verdict.fix)
 
 
 def find_bad_documents(

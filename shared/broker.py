@@ -7,6 +7,11 @@ drops the connection); never copy a received frame's headers into a new SEND (a
 caps unacked messages; a closed connection redelivers its unacked messages with
 ``redelivered:true``. Reconnecting is the caller's job, from a supervising loop, never from a
 listener callback (stomp.py issues 351, 308, 372).
+
+Active/standby (``TZPUSH_STOMP__ENDPOINTS``): a standby broker does not listen until it holds
+the store's lock, so ``connect()`` tries the endpoints in order and keeps the first that answers;
+a later ``connect()`` after a loss starts again from the first, and says so (a WARNING and
+``tzpush_broker_failovers_total``) when it lands on another broker than before.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import stomp
 import stomp.exception
 
+from shared import metrics
 from shared.errors import TransientError
 from shared.settings import Settings
 
@@ -80,14 +86,28 @@ class _Listener(stomp.ConnectionListener):
         self.disconnected.set()
 
 
+# The broker this process last connected to, per endpoint list (``StompClient._note_connected``).
+_LAST_ENDPOINT: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+_LAST_LOCK = threading.Lock()
+
+
 class StompClient:
-    """One STOMP 1.2 connection. Use as a context manager or call connect()/close()."""
+    """One STOMP 1.2 connection to the first broker of ``settings.stomp.addresses()`` that
+    answers. Use as a context manager or call connect()/close(); ``connect()`` again after a
+    loss reconnects (possibly to another broker: subscriptions are the caller's to renew)."""
 
     def __init__(self, settings: Settings, *, inbox: queue.Queue[Frame] | None = None) -> None:
         self.settings = settings
-        s = settings.stomp
-        self._conn = stomp.Connection12(
-            [(s.host, s.port)],
+        self.endpoints = settings.stomp.addresses()
+        self.endpoint: tuple[str, int] | None = None  # the broker of the last connect()
+        self._inbox = inbox
+        self._conn, self._listener = self._connection(self.endpoints[0])
+        self._lock = threading.Lock()
+
+    def _connection(self, endpoint: tuple[str, int]) -> tuple[stomp.Connection12, _Listener]:
+        s = self.settings.stomp
+        conn = stomp.Connection12(
+            [endpoint],
             heartbeats=(s.heartbeat_ms, s.heartbeat_ms),
             reconnect_attempts_max=1,
             auto_content_length=True,
@@ -97,25 +117,65 @@ class StompClient:
             heart_beat_receive_scale=3.0,
         )
         if s.use_ssl:
-            self._conn.set_ssl(for_hosts=[(s.host, s.port)])
-        self._listener = _Listener(inbox)
-        self._conn.set_listener("tzpush", self._listener)
-        self._lock = threading.Lock()
+            conn.set_ssl(for_hosts=[endpoint])
+        # A listener per connection: a late callback of a dead connection never touches this one.
+        listener = _Listener(self._inbox)
+        conn.set_listener("tzpush", listener)
+        return conn, listener
 
     # -- lifecycle -------------------------------------------------------------------------
     def connect(self) -> StompClient:
+        """Connect to the first endpoint that answers (in order); a TransientError naming each
+        endpoint's failure when none does. Logs and counts a failover when the broker is not
+        the one of the previous connect()."""
         s = self.settings.stomp
         passcode = s.passcode.get_secret_value() if s.passcode else None
-        try:
-            self._conn.connect(s.login, passcode, wait=True)
-        except (stomp.exception.StompException, OSError) as exc:
-            raise TransientError(
-                f"cannot connect to the broker at {s.host}:{s.port} over STOMP: "
-                f"{type(exc).__name__} {exc}".rstrip()
-            ) from exc
-        self._listener.disconnected.clear()
-        self._send_at_once()
-        return self
+        failures: list[str] = []
+        self.close()
+        for position, endpoint in enumerate(self.endpoints):
+            conn, listener = self._connection(endpoint)
+            try:
+                conn.connect(s.login, passcode, wait=True)
+            except (stomp.exception.StompException, OSError) as exc:
+                failures.append(f"{_name(endpoint)}: {type(exc).__name__} {exc}".rstrip())
+                with contextlib.suppress(Exception):
+                    conn.disconnect()
+                continue
+            with self._lock:
+                self._conn, self._listener = conn, listener
+            self._send_at_once()
+            self._note_connected(position, endpoint, failures)
+            return self
+        metrics.BROKER_ENDPOINT.set(-1)
+        where = "any of the brokers" if len(failures) > 1 else "the broker"
+        raise TransientError(f"cannot connect to {where} over STOMP: " + "; ".join(failures))
+
+    def _note_connected(
+        self, position: int, endpoint: tuple[str, int], failures: list[str]
+    ) -> None:
+        # Per process and endpoint list, not per client: a consumer builds a new client for
+        # each reconnect, and its switch to the other broker must still be said.
+        key = tuple(self.endpoints)
+        with _LAST_LOCK:
+            previous = _LAST_ENDPOINT.get(key, self.endpoint)
+            _LAST_ENDPOINT[key] = endpoint
+        self.endpoint = endpoint
+        metrics.BROKER_ENDPOINT.set(position)
+        if previous is not None and previous != endpoint:
+            metrics.BROKER_FAILOVERS.inc()
+            log.warning(
+                "broker failover: connected to %s (endpoint %d of %d), was %s",
+                _name(endpoint),
+                position + 1,
+                len(self.endpoints),
+                _name(previous),
+            )
+        elif failures:
+            log.info(
+                "connected to the broker at %s; not answering: %s",
+                _name(endpoint),
+                "; ".join(failures),
+            )
 
     def _send_at_once(self) -> None:
         """``TCP_NODELAY``: each frame leaves at once. With Nagle's algorithm a frame written
@@ -225,3 +285,8 @@ class StompClient:
                 getattr(self._conn, verb)(frame.ack_id)
         except (stomp.exception.StompException, OSError) as exc:
             raise TransientError(f"{verb} failed: {exc}") from exc
+
+
+def _name(endpoint: tuple[str, int]) -> str:
+    host, port = endpoint
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -73,6 +73,12 @@ PLAN_INTERVAL = Gauge(
 PLANNED = Counter("tzpush_planned_messages_total", "Messages inserted by the planner")
 ARMED = Counter("tzpush_wakeups_armed_total", "Wake-ups scheduled on the broker")
 MISSED_BY_JANITOR = Counter("tzpush_janitor_ended_total", "Overdue messages ended by the janitor")
+BROKER_FAILOVERS = Counter(
+    "tzpush_broker_failovers_total", "Reconnects that landed on another broker than before"
+)
+BROKER_ENDPOINT = Gauge(
+    "tzpush_broker_endpoint", "Position in TZPUSH_STOMP__ENDPOINTS of the broker connected to"
+)
 HELD = Gauge("tzpush_consumer_held_messages", "Messages a consumer holds for their due instant")
 DLQ = Counter("tzpush_dead_lettered_total", "Wake-ups sent to the dead-letter queue", ["reason"])
 BAD_DOCUMENTS = Counter(

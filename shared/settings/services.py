@@ -21,6 +21,20 @@ class MongoSettings(Group):
     timeout_ms: int = Field(
         default=5000, ge=100, le=600_000, description="server selection / socket timeout"
     )
+    write_concern: str = Field(
+        default="majority",
+        description=(
+            "write concern of the writes exactly-once rests on (send guard, journal, terminal "
+            "writes, creators' leases): majority, or a number of members (1 = primary only)"
+        ),
+    )
+
+    @field_validator("write_concern")
+    @classmethod
+    def _concern(cls, v: str) -> str:
+        if v != "majority" and not (v.isdigit() and 1 <= int(v) <= 50):
+            raise ValueError(f"{v!r} is neither majority nor a number of members from 1 to 50")
+        return v
 
     @field_validator("uri")
     @classmethod
@@ -59,6 +73,13 @@ class StompSettings(Group):
 
     host: str = Field(default="127.0.0.1", description="broker host")
     port: int = Field(default=61613, ge=1, le=65535, description="broker STOMP port")
+    endpoints: str = Field(
+        default="",
+        description=(
+            "brokers in order, host:port,host:port (active/standby: the first that answers is "
+            "used, the next on loss); empty = host:port"
+        ),
+    )
     login: str | None = Field(default=None, description="STOMP login (optional)")
     passcode: SecretStr | None = Field(default=None, description="STOMP passcode (optional)")
     queue_prefix: str = Field(default="tzpush", description="queues are <prefix>.<category>")
@@ -83,15 +104,26 @@ class StompSettings(Group):
             )
         return v
 
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, v: str) -> str:
+        parse_endpoints(v)
+        return v.strip()
+
+    def addresses(self) -> list[tuple[str, int]]:
+        """The brokers to try, in order: ``endpoints`` when set, else ``host:port`` alone."""
+        return parse_endpoints(self.endpoints) or [(self.host, self.port)]
+
     @model_validator(mode="after")
     def _key_off_loopback(self) -> StompSettings:
         # Anyone who reaches a shared broker could otherwise send any pending push to any
         # token through the project's Expo credentials: only a loopback broker may go unsigned.
-        if self.signing_key is None and not is_loopback(self.host):
-            raise ValueError(
-                f"the broker {self.host!r} is not on loopback: set TZPUSH_STOMP__SIGNING_KEY "
-                "(the same random key for every creator and consumer) so wake-ups are signed"
-            )
+        for host, _ in self.addresses():
+            if self.signing_key is None and not is_loopback(host):
+                raise ValueError(
+                    f"the broker {host!r} is not on loopback: set TZPUSH_STOMP__SIGNING_KEY "
+                    "(the same random key for every creator and consumer) so wake-ups are signed"
+                )
         return self
 
     @field_validator("queue_prefix")
@@ -100,6 +132,27 @@ class StompSettings(Group):
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", v):
             raise ValueError(f"{v!r} is not a valid queue prefix (letters, digits, . _ -)")
         return v
+
+
+def parse_endpoints(text: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` as (host, port) pairs in order ([] for an empty text); a
+    ValueError naming the item that is not ``host:port`` with a port from 1 to 65535. An IPv6
+    host goes in brackets: ``[::1]:61613``."""
+    out: list[tuple[str, int]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port_text = item.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise ValueError(
+                f"{item!r} is not host:port with a port from 1 to 65535 "
+                "(endpoints are host:port,host:port, in the order to try them)"
+            )
+        if (host, int(port_text)) in out:
+            raise ValueError(f"{item!r} is listed twice")
+        out.append((host, int(port_text)))
+    return out
 
 
 class ExpoSettings(Group):

@@ -12,11 +12,13 @@ import datetime as dt
 import hashlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pymongo
-from pymongo import ASCENDING, IndexModel
+from pymongo import ASCENDING, IndexModel, ReadPreference, WriteConcern
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import (
@@ -213,8 +215,9 @@ def index_plan() -> dict[str, list[IndexModel]]:
     }
 
 
-def connect(settings: MongoSettings) -> Database[Doc]:
-    """Open a client (aware UTC datetimes) and return the configured database."""
+def connect(settings: MongoSettings, **client_options: Any) -> Database[Doc]:
+    """Open a client (aware UTC datetimes) and return the configured database; ``client_options``
+    go to ``MongoClient`` as well (a test's ``event_listeners``)."""
     client: pymongo.MongoClient[Doc] = pymongo.MongoClient(
         settings.uri.get_secret_value(),
         tz_aware=True,
@@ -223,8 +226,31 @@ def connect(settings: MongoSettings) -> Database[Doc]:
         socketTimeoutMS=max(settings.timeout_ms * 6, 30000),
         retryWrites=True,
         appname="tzpush",
+        **client_options,
     )
+    concern = settings.write_concern
+    _CONCERNS[client] = WriteConcern(w=int(concern) if concern.isdigit() else concern)
     return client[settings.database]
+
+
+MAJORITY = WriteConcern(w="majority")
+# The write concern of ``critical`` per client, from the settings it was opened with (a client
+# opened elsewhere, e.g. by a test, gets MAJORITY).
+_CONCERNS: weakref.WeakKeyDictionary[pymongo.MongoClient[Doc], WriteConcern] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def critical(database: Database[Doc], name: str) -> Collection[Doc]:
+    """The collection ``name`` for what exactly-once rests on (send guards and fences, the send
+    journal, terminal writes, creators' leases): writes acknowledged under
+    ``TZPUSH_MONGO__WRITE_CONCERN`` (majority by default, so a replica set's failover cannot roll
+    them back) and reads from the primary (a decision never rests on a lagging secondary)."""
+    return database.get_collection(
+        name,
+        write_concern=_CONCERNS.get(database.client, MAJORITY),
+        read_preference=ReadPreference.PRIMARY,
+    )
 
 
 INDEX_PLAN_ID = "index-plan"  # in STATE: the digest of the last index plan fully ensured

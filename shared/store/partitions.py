@@ -81,7 +81,7 @@ def backfill_buckets(database: Database[Doc]) -> int:
 # -- partition documents -----------------------------------------------------------------------
 def ensure_partitions(database: Database[Doc], partitions: int) -> dict[int, Doc]:
     """The documents of all ``partitions`` partitions, created on first use."""
-    coll = database[dbm.PARTITIONS]
+    coll = dbm.critical(database, dbm.PARTITIONS)
     docs = {d["p"]: d for d in coll.find({"of": partitions})}
     if len(docs) < partitions:
         seed = _seed(database, partitions)
@@ -102,7 +102,7 @@ def ensure_partitions(database: Database[Doc], partitions: int) -> dict[int, Doc
 def _seed(database: Database[Doc], partitions: int) -> Doc:
     """A new partition's watermark: that of the legacy single watermark, or of partition
     documents for another count, whichever is earliest; interrupted windows are kept."""
-    olds = list(database[dbm.PARTITIONS].find({"of": {"$ne": partitions}}))
+    olds = list(dbm.critical(database, dbm.PARTITIONS).find({"of": {"$ne": partitions}}))
     legacy = database[dbm.STATE].find_one({"_id": LEGACY_ID})
     if legacy is not None:
         olds.append(legacy)
@@ -130,7 +130,7 @@ def begin(
     ``inProgress.at`` keeps the earliest start among the passes that planned the window: a pass
     planning again a window a dead pass left looks for users erased since the dead one began
     (``Repairs.sweep_dead_window``)."""
-    coll = database[dbm.PARTITIONS]
+    coll = dbm.critical(database, dbm.PARTITIONS)
     mine = {"_id": pid, "owner": owner}
     try:
         res = coll.update_one(
@@ -157,7 +157,7 @@ def reopen(
     next pass, whoever holds them: what a change planned there could not be armed (the broker
     away). The pass finds those messages by their ids and arms them as found
     (``PartitionPass._run_partitions``); a window already marked is widened, never narrowed."""
-    coll = database[dbm.PARTITIONS]
+    coll = dbm.critical(database, dbm.PARTITIONS)
     pids = {partition_id(p, partitions) for p in _partitions_of(user_ids, partitions).values()}
     for pid in sorted(pids):
         try:
@@ -177,7 +177,7 @@ def in_progress_since(database: Database[Doc], pids: Iterable[str]) -> dt.dateti
     """The earliest ``inProgress.at`` of these partitions (None: none in progress)."""
     ats = [
         at
-        for d in database[dbm.PARTITIONS].find({"_id": {"$in": sorted(pids)}})
+        for d in dbm.critical(database, dbm.PARTITIONS).find({"_id": {"$in": sorted(pids)}})
         if isinstance(at := (d.get("inProgress") or {}).get("at"), dt.datetime)
     ]
     return min(ats, default=None)
@@ -185,7 +185,7 @@ def in_progress_since(database: Database[Doc], pids: Iterable[str]) -> dt.dateti
 
 def finish(database: Database[Doc], pid: str, owner: str, end: dt.datetime) -> bool:
     """Move the partition's watermark to ``end`` and clear its window; False if not ours."""
-    res = database[dbm.PARTITIONS].update_one(
+    res = dbm.critical(database, dbm.PARTITIONS).update_one(
         {"_id": pid, "owner": owner},
         {"$max": {"plannedUntil": end}, "$unset": {"inProgress": ""}},
     )
@@ -204,7 +204,10 @@ def watermarks(
     ids = sorted({partition_id(p, partitions) for p in parts.values()})
     if not ids:
         return {}
-    found = {d["p"]: _mark(d, reach) for d in database[dbm.PARTITIONS].find({"_id": {"$in": ids}})}
+    found = {
+        d["p"]: _mark(d, reach)
+        for d in dbm.critical(database, dbm.PARTITIONS).find({"_id": {"$in": ids}})
+    }
     if len(found) < len(ids):  # partition documents not created yet: the legacy watermark
         legacy = _mark(database[dbm.STATE].find_one({"_id": LEGACY_ID}) or {}, reach)
         for p in parts.values():
@@ -270,7 +273,7 @@ class Membership:
 
     def register(self, now: dt.datetime) -> None:
         """Heartbeat only: make this creator live, so that the others give it its share."""
-        self.db[dbm.CREATORS].update_one(
+        dbm.critical(self.db, dbm.CREATORS).update_one(
             {"_id": self.me},
             {
                 "$set": {"heartbeatAt": now, "host": socket.gethostname(), "pid": os.getpid()},
@@ -282,7 +285,9 @@ class Membership:
     def others_live(self, now: dt.datetime) -> list[str]:
         """The other creators whose heartbeat is within a lease of ``now``."""
         since = now - self.lease
-        found = self.db[dbm.CREATORS].find({"heartbeatAt": {"$gte": since}}, {"_id": 1})
+        found = dbm.critical(self.db, dbm.CREATORS).find(
+            {"heartbeatAt": {"$gte": since}}, {"_id": 1}
+        )
         return sorted(d["_id"] for d in found if d["_id"] != self.me)
 
     def sync(self, now: dt.datetime) -> set[int]:
@@ -292,11 +297,13 @@ class Membership:
         since = now - self.lease
         self.live = sorted(
             d["_id"]
-            for d in self.db[dbm.CREATORS].find({"heartbeatAt": {"$gte": since}}, {"_id": 1})
+            for d in dbm.critical(self.db, dbm.CREATORS).find(
+                {"heartbeatAt": {"$gte": since}}, {"_id": 1}
+            )
         )
         with self._lock:
             wanted = owned_partitions(self.me, self.live, self.partitions) | self.busy
-        coll = self.db[dbm.PARTITIONS]
+        coll = dbm.critical(self.db, dbm.PARTITIONS)
         ids = [partition_id(p, self.partitions) for p in sorted(wanted)]
         coll.update_many(
             {
@@ -313,17 +320,17 @@ class Membership:
     def _release(self, parts: Collection[int]) -> None:
         if parts:
             ids = [partition_id(p, self.partitions) for p in parts]
-            self.db[dbm.PARTITIONS].update_many(
+            dbm.critical(self.db, dbm.PARTITIONS).update_many(
                 {"_id": {"$in": ids}, "owner": self.me},
                 {"$set": {"owner": None, "leaseUntil": None}},
             )
 
     def leave(self) -> None:
         """Give back every partition and leave the live set (others take them at once)."""
-        self.db[dbm.PARTITIONS].update_many(
+        dbm.critical(self.db, dbm.PARTITIONS).update_many(
             {"owner": self.me}, {"$set": {"owner": None, "leaseUntil": None}}
         )
-        self.db[dbm.CREATORS].delete_one({"_id": self.me})
+        dbm.critical(self.db, dbm.CREATORS).delete_one({"_id": self.me})
         self.held = set()
 
 

@@ -55,4 +55,4 @@ def end_messages(database: Database[Doc], ends: Sequence[UpdateOne]) -> int:
     messages they ended (a write whose expected status was gone ends nothing)."""
     if not ends:
         return 0
-    return database[dbm.MESSAGES].bulk_write(list(ends), ordered=False).modified_count
+    return dbm.critical(database, dbm.MESSAGES).bulk_write(list(ends), ordered=False).modified_count

@@ -166,10 +166,21 @@ def _cfn_containers() -> dict[str, dict[str, Any]]:
 
 
 def _cfn_value(value: Any, params: dict[str, Any]) -> str | None:
-    """A value with !Ref resolved to the parameter's default (None when unknown)."""
+    """A value with !Ref and ${Param} in !Sub resolved to the parameters' defaults, and !If on
+    the template's conditions (each an !Equals of a parameter and a value); None when unknown."""
     if isinstance(value, dict) and set(value) == {"Ref"}:
         default = params.get(value["Ref"], {}).get("Default")
         return None if default is None else str(default)
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"}:
+        names = re.findall(r"\$\{(\w+)\}", value["Fn::Sub"])
+        found = {n: _cfn_value({"Ref": n}, params) for n in names}
+        if None in found.values():
+            return None
+        return re.sub(r"\$\{(\w+)\}", lambda m: str(found[m.group(1)]), value["Fn::Sub"])
+    if isinstance(value, dict) and set(value) == {"Fn::If"}:
+        condition, yes, no = value["Fn::If"]
+        left, right = _template()["Conditions"][condition]["Fn::Equals"]
+        return _cfn_value(yes if _cfn_value(left, params) == right else no, params)
     return None if isinstance(value, dict) else str(value)
 
 
@@ -247,9 +258,11 @@ def test_connection_settings_are_set_for_every_role() -> None:
 
 
 def _interpolated(env: dict[str, str], values: dict[str, str]) -> dict[str, str]:
-    """Compose's `${NAME:?message}` replaced by values[NAME], as `docker compose up` does."""
+    """Compose's `${NAME:?message}` replaced by values[NAME] and `${NAME:-default}` by
+    values[NAME] or the default, as `docker compose up` does."""
 
     def one(value: str) -> str:
+        value = re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: values.get(m[1], m[2]), value)
         return re.sub(r"\$\{(\w+):\?[^}]*\}", lambda m: values[m.group(1)], value)
 
     return {k: one(v) for k, v in env.items()}
@@ -285,6 +298,8 @@ def test_ecs_environments_load_as_settings(monkeypatch: pytest.MonkeyPatch) -> N
         API_KEYS: FAKE_API_KEYS,
     }
     params = {**params, "BrokerHost": {"Default": "b-1234.mq.eu-west-1.amazonaws.com"}}
+    # Active/standby by default: the stack is refused without the second endpoint (its Rules).
+    params["BrokerStandbyHost"] = {"Default": "b-1234-2.mq.eu-west-1.amazonaws.com"}
     for role, container in _cfn_containers().items():
         env = dict(_dockerfile_env())
         for item in container["Environment"]:
@@ -537,7 +552,7 @@ def test_compose_broker_credentials_are_required_variables() -> None:
 
 def test_compose_stack_shape() -> None:
     services = _compose()["services"]
-    assert set(services) == {"mongo", "activemq", "fake-expo", *ROLES}
+    assert set(services) == {"mongo", "activemq", "activemq-standby", "fake-expo", *ROLES}
     for name, svc in services.items():
         assert "healthcheck" in svc, f"{name} has no health check"
         for port in svc.get("ports", []):
@@ -663,3 +678,60 @@ def test_broker_config_allows_anonymous_only_on_loopback() -> None:
     ]
     assert len(values) == 1, values
     assert "tzpush.auth.anonymous" in values[0] and "tzpush.stomp.host" in values[0], values[0]
+
+
+# -- the active/standby broker (issue 34) -------------------------------------------------------
+
+
+def _ecs_endpoints(monkeypatch: pytest.MonkeyPatch, **defaults: str) -> dict[str, list[Any]]:
+    """Each role's broker addresses, the template's parameters given these defaults."""
+    params = dict(_template()["Parameters"])
+    params["BrokerHost"] = {"Default": "b-1234-1.mq.eu-west-1.amazonaws.com"}
+    for name, value in defaults.items():
+        params[name] = {**params[name], "Default": value}
+    out = {}
+    for role, container in _cfn_containers().items():
+        env = {i["Name"]: _cfn_value(i["Value"], params) for i in container["Environment"]}
+        env[SIGNING_KEY] = FAKE_SIGNING_KEY
+        env = {k: v for k, v in env.items() if v is not None and k.startswith("TZPUSH_STOMP")}
+        out[role] = _load_settings(monkeypatch, env).stomp.addresses()
+    return out
+
+
+def test_ecs_takes_both_amazon_mq_endpoints_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    params = _template()["Parameters"]
+    assert params["BrokerDeploymentMode"]["Default"] == "ACTIVE_STANDBY_MULTI_AZ"
+    standby = "b-1234-2.mq.eu-west-1.amazonaws.com"
+    for role, addresses in _ecs_endpoints(monkeypatch, BrokerStandbyHost=standby).items():
+        assert addresses == [
+            ("b-1234-1.mq.eu-west-1.amazonaws.com", 61614),
+            (standby, 61614),
+        ], role
+    rule = _template()["Rules"]["ActiveStandbyNeedsBothEndpoints"]
+    assert {"Fn::Equals": [{"Ref": "BrokerStandbyHost"}, ""]} in rule["Assertions"][0]["Assert"][
+        "Fn::Not"
+    ]
+
+
+def test_ecs_single_instance_takes_one_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    endpoints = _ecs_endpoints(monkeypatch, BrokerDeploymentMode="SINGLE_INSTANCE")
+    assert set(endpoints) == set(ROLES)
+    for role, addresses in endpoints.items():
+        assert addresses == [("b-1234-1.mq.eu-west-1.amazonaws.com", 61614)], role
+
+
+def test_compose_pair_shares_the_first_brokers_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    services = _compose()["services"]
+    standby = services["activemq-standby"]
+    assert standby["profiles"] == ["pair"]
+    assert "activemq-data:/var/lib/activemq/store" in standby["volumes"]
+    assert "activemq-data:/var/lib/activemq/data" in services["activemq"]["volumes"]
+    assert "-Dtzpush.store.dir=/var/lib/activemq/store" in standby["environment"]["JAVA_OPTS"]
+    assert "is locked by another server" in " ".join(standby["healthcheck"]["test"])
+    given = {"TZPUSH_STOMP__LOGIN": "u", "TZPUSH_STOMP__PASSCODE": "p", API_KEYS: FAKE_API_KEYS}
+    given[SIGNING_KEY] = FAKE_SIGNING_KEY
+    given["TZPUSH_STOMP__ENDPOINTS"] = "activemq:61613,activemq-standby:61613"
+    for role, svc in _compose_tzpush_services().items():
+        env = _dockerfile_env() | _interpolated(_env_map(svc.get("environment")), given)
+        addresses = _load_settings(monkeypatch, env).stomp.addresses()
+        assert addresses == [("activemq", 61613), ("activemq-standby", 61613)], role

@@ -17,8 +17,8 @@ from shared.store.abc import Guard
 
 class MongoGuards:
     def __init__(self, database: Database[Doc]) -> None:
-        self.sends = database[dbm.SENDS]
-        self.fences = database[dbm.FENCES]
+        self.sends = dbm.critical(database, dbm.SENDS)
+        self.fences = dbm.critical(database, dbm.FENCES)
         self.attempts = database[dbm.ATTEMPTS]
 
     def take(

@@ -15,7 +15,7 @@ from shared.store import db as dbm
 
 class MongoJournal:
     def __init__(self, database: Database[Doc]) -> None:
-        self.coll = database[dbm.JOURNAL]
+        self.coll = dbm.critical(database, dbm.JOURNAL)
 
     def add(self, doc: Doc) -> None:
         with contextlib.suppress(DuplicateKeyError):  # a retry of an insert that went through

@@ -27,7 +27,7 @@ def ending_op(e: Ending) -> UpdateOne:
 
 class MongoMessages:
     def __init__(self, database: Database[Doc]) -> None:
-        self.coll = database[dbm.MESSAGES]
+        self.coll = dbm.critical(database, dbm.MESSAGES)
 
     def pending_ids(self, start: dt.datetime, end: dt.datetime) -> frozenset[str]:
         cur = self.coll.find(
