@@ -102,6 +102,7 @@ def _seed(db: Any, consumer: str | None = "c-dead") -> None:
                 "notificationTokenId": TOKEN,
                 "category": "meal",
                 "label": m,
+                "reminderId": f"rem-{m}",  # three reminders: the pending index names it
                 "status": "pending",
                 "isDeleted": False,
                 "scheduledAt": T0,
