@@ -142,12 +142,13 @@ def start_api(
         log.unlink(missing_ok=True)
 
 
-def consumer_burst(server: ApiServer, **env: str) -> str:
-    """A ``tzpush consumer --burst`` on ``server``'s queues and Expo fake (``env``: more of its
-    environment, e.g. the Expo access token) drains what is queued (a replay), then exits;
-    returns its output."""
+def consumer_burst(server: ApiServer, *categories: str, **env: str) -> str:
+    """A ``tzpush consumer --burst`` on ``server``'s queues (``categories``: only those) and Expo
+    fake (``env``: more of its environment, e.g. the Expo access token) drains what is queued
+    (a replay), then exits; returns its output."""
+    only = ["--categories", ",".join(categories)] if categories else []
     done = subprocess.run(
-        [str(TZPUSH), "consumer", "--burst", "--idle-seconds", "3"],
+        [str(TZPUSH), "consumer", "--burst", "--idle-seconds", "3", *only],
         env=consumer_env(server.settings, **env),
         stdin=subprocess.DEVNULL,
         capture_output=True,
