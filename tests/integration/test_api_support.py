@@ -33,6 +33,8 @@ from api.keys import hash_key, new_key
 from creator.planner import Planner
 from devstack.fake_expo import FakeExpo
 from shared.broker import StompClient
+from shared.clock import utcnow
+from shared.domain.messages import Status, terminal_update
 from shared.settings import Settings
 from shared.store import db as dbm
 from tests.integration.consumer_support import TZPUSH, consumer_env
@@ -197,6 +199,40 @@ def planner(server: ApiServer, database: Database[Doc]) -> Iterator[Planner]:
         yield Planner(database, client, server.settings)
     finally:
         client.close()
+
+
+def insert_missed(database: Database[Doc], mid: str, uid: str, token: str) -> None:
+    """A ``meal`` message ``mid`` of ``uid``'s reminder ``mr`` to ``token`` (the user's device
+    registered with it), due two hours ago and ended ``is_missed``: what a replay takes."""
+    registration = database[dbm.TOKENS].find_one({"userId": uid, "token": token})
+    assert registration is not None, (uid, token)
+    now = utcnow()
+    due = now - dt.timedelta(hours=2)
+    database[dbm.MESSAGES].insert_one(
+        {
+            "_id": mid,
+            "userId": uid,
+            "reminderId": "mr",
+            "reminderVersion": 1,
+            "notificationTokenId": registration["_id"],
+            "token": token,
+            "category": "meal",
+            "label": "x",
+            "title": "Hi",
+            "body": None,
+            "data": None,
+            "scheduledAt": due,
+            "localDate": due.date().isoformat(),
+            "timezone": "UTC",
+            "dailyCap": None,
+            "quietHours": None,
+            "isDeleted": False,
+            "attempts": 0,
+            "plannedAt": due,
+            "createdAt": due,
+            **terminal_update(Status.IS_MISSED, "7200 s late, grace 900 s", now),
+        }
+    )
 
 
 def plan_window(server: ApiServer, database: Database[Doc]) -> None:

@@ -4,15 +4,18 @@ the token, sends it under its guard, its intent check and the fleet's rate."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 
 import pytest
 
-from shared.clock import utcnow
-from shared.domain.messages import Status, terminal_update
 from shared.store import db as dbm
-from tests.integration.test_api_support import ApiServer, consumer_burst, prepare, start_api
+from tests.integration.test_api_support import (
+    ApiServer,
+    consumer_burst,
+    insert_missed,
+    prepare,
+    start_api,
+)
 
 EXPO_TOKEN = "expo-access-token-of-the-consumers"
 TOKEN_A = "ExponentPushToken[replay-device-a]"
@@ -37,36 +40,9 @@ def _missed_message(api: ApiServer, db, uid: str = "r1") -> str:
         assert app.put(f"/v1/users/{uid}", json={"timezone": "UTC"}).status_code == 200
         assert app.put(f"/v1/users/{uid}/devices/d1", json={"token": TOKEN_A}).status_code == 200
         body = {"category": "meal", "label": "x", "at": "03:00"}
-        assert app.put(f"/v1/users/{uid}/reminders/rr", json=body).status_code == 201
-    token = db[dbm.TOKENS].find_one({"userId": uid})
-    now = utcnow()
-    due = now - dt.timedelta(hours=2)
+        assert app.put(f"/v1/users/{uid}/reminders/mr", json=body).status_code == 201
     mid = f"missed-{uid}"
-    db[dbm.MESSAGES].insert_one(
-        {
-            "_id": mid,
-            "userId": uid,
-            "reminderId": "rr",
-            "reminderVersion": 1,
-            "notificationTokenId": token["_id"],
-            "token": TOKEN_A,
-            "category": "meal",
-            "label": "x",
-            "title": "Hi",
-            "body": None,
-            "data": None,
-            "scheduledAt": due,
-            "localDate": due.date().isoformat(),
-            "timezone": "UTC",
-            "dailyCap": None,
-            "quietHours": None,
-            "isDeleted": False,
-            "attempts": 0,
-            "plannedAt": due,
-            "createdAt": due,
-            **terminal_update(Status.IS_MISSED, "7200 s late, grace 900 s", now),
-        }
-    )
+    insert_missed(db, mid, uid, TOKEN_A)
     return mid
 
 
