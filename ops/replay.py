@@ -24,6 +24,7 @@ from creator.wakeups import WakeupPublisher
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import to_item
+from shared.errors import TransientError
 from shared.expo.pushes import Sender
 from shared.replay_selection import EPOCH, FAR, REPLAYABLE, Selection, resume, select, unchanged
 from shared.replaying import (
@@ -64,8 +65,9 @@ def queue(
     run (``WakeUp.replay``), signed and confirmed by the broker like every wake-up. Returns
     the counts (``queued``, and what was skipped or left). Nothing is sent here.
 
-    If the broker refuses or fails, what this run took is settled before the error is raised:
-    none of it left, so all of it goes back to where it came from."""
+    If the broker refuses or fails, what this run took is settled before the error is raised
+    (a ``TransientError``: 503 from the API): none of it left, so all of it goes back to where
+    it came from."""
     replayer = Replayer(
         database,
         settings,
@@ -109,9 +111,11 @@ def queue(
     try:
         publisher.send(wakeups)
         publisher.finish(len(wakeups))
-    except BaseException:
+    except BaseException as exc:
         settled = replays.settle(database, replayer.run_id, replayer.run_id, clock())
-        log.warning("replay %s not queued: %s", replayer.run_id, settled.describe())
+        log.warning("replay %s not queued (%r): %s", replayer.run_id, exc, settled.describe())
+        if isinstance(exc, RuntimeError):  # no broker at all: as unavailable as a lost one
+            raise TransientError(f"replay not queued: {exc}") from exc
         raise
     counts[QUEUED] += sum(len(w.items) for w in wakeups)
     log.info("replay %s by %s: %d message(s) queued", replayer.run_id, by, counts[QUEUED])

@@ -16,6 +16,7 @@ from ops.replay import Replayer, Selection, queue, select
 from shared import replaying
 from shared.clock import utcnow
 from shared.domain.plan import to_item
+from shared.errors import TransientError
 from shared.expo.sender import ExpoSender
 from shared.replaying import send_replay
 from shared.wire import WakeUp
@@ -94,4 +95,35 @@ def test_a_consumer_killed_while_sending_a_replay_is_settled_by_the_janitor_neve
     with ExpoSender(world.settings.expo) as sender:
         assert send_replay(world.db, world.settings, sender, wake, "c2") == Counter()
     assert run_cli(world.settings, "replay", "--yes") == 0
+    assert _pushed(world) == Counter({i: 1 for i in ids})
+
+
+class BrokerDown:
+    """A wake-up publisher whose broker refuses every send."""
+
+    def send(self, wakeups: list[WakeUp], progress: object = None) -> list[WakeUp]:
+        raise TransientError("broker connection lost")
+
+    def finish(self, armed: int) -> None:
+        raise AssertionError("nothing was sent to confirm")
+
+
+def test_a_replay_the_broker_refuses_gives_every_message_back_and_sends_nothing(world):
+    uids = [f"b{i}" for i in range(3)]
+    for u in uids:
+        world.user(u, "UTC")
+    ids = missed(world, uids)
+    with pytest.raises(TransientError):
+        queue(
+            world.db,
+            world.settings,
+            BrokerDown(),  # type: ignore[arg-type]
+            select(world.db, Selection()),
+            by="api:oncall",
+            reason="INC-32",
+            selection=Selection(),
+        )
+    assert set(world.statuses(ids).values()) == {"is_missed"}
+    assert world.fake.pushes() == []
+    assert run_cli(world.settings, "replay", "--yes") == 0  # the next replay takes them all
     assert _pushed(world) == Counter({i: 1 for i in ids})
