@@ -10,7 +10,8 @@ back, and the guards make sure nothing is sent twice.
 ``Consumer`` wires small parts, one module each, and keeps supervision and shutdown:
 ``consumer.intake`` (frames in), ``consumer.prepare`` (the lead time), ``consumer.dispatch``
 (the due instant), ``consumer.recording`` (terminal writes, acks, releases) over the
-``consumer.recorder`` thread, with ``consumer.state`` the little they share.
+``consumer.recorder`` thread, with ``consumer.state`` the little they share. A replay's wake-up
+(taken by the API or the console) goes to ``consumer.replays`` on its own thread instead.
 """
 
 from __future__ import annotations

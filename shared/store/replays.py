@@ -9,6 +9,11 @@ name), ``replay.holder`` (who may act on the message now), ``replay.leaseUntil``
 nobody else may assume the run is dead) and ``replay.from`` (the status it was taken from, where
 a message that was not sent goes back to).
 
+A replay queued by the API or the console is sent by a consumer, which first takes the run's
+hold over (``hand_over``: ``replay.holder`` and, for good, ``replay.sender`` become its own
+name, only where the run still holds the message, so a second copy of the wake-up takes
+nothing). Its attempt records carry that name; settling reads the run's and the sender's.
+
 The rule is the consumer's (``consumer.attempts``, ``shared.store.guards``): before each Expo
 request the run writes an attempt record naming the messages about to leave (``leaving``). A
 message of a run that stopped is then either in an attempt record, and may have left, so it ends
