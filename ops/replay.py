@@ -41,7 +41,7 @@ from shared.replaying import (
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import replays
-from shared.wire import Item, WakeUp
+from shared.wire import Item, WakeUp, WireError, decode
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def queue(
     items: dict[str, list[Item]] = {}
     left = []
     for d in mine:
-        bad = _malformed(d)
+        bad = _malformed(d) or _not_on_the_wire(d)
         if bad:
             left.append(
                 replays.back_to_missed(d["_id"], replayer.run_id, bad, now, replayer.origin)
@@ -120,6 +120,16 @@ def queue(
     counts[QUEUED] += sum(len(w.items) for w in wakeups)
     log.info("replay %s by %s: %d message(s) queued", replayer.run_id, by, counts[QUEUED])
     return counts
+
+
+def _not_on_the_wire(doc: Doc) -> str | None:
+    """Why a message cannot travel in a wake-up (a field a consumer would refuse), or ``None``:
+    one such message would dead-letter the whole wake-up, holding the others for a lease."""
+    try:
+        decode(WakeUp("check", str(doc["category"]), 0, (to_item(doc),)).encode())
+    except (WireError, TypeError, ValueError) as exc:
+        return f"malformed document, not replayed: {exc}"
+    return None
 
 
 class _NoSender:

@@ -19,6 +19,7 @@ from shared.domain.plan import to_item
 from shared.errors import TransientError
 from shared.expo.sender import ExpoSender
 from shared.replaying import send_replay
+from shared.store import db as dbm
 from shared.wire import WakeUp
 from tests.integration.ops_helpers import missed, run_cli
 from tests.integration.test_replay_recovery import DiesAfterRequest
@@ -127,3 +128,26 @@ def test_a_replay_the_broker_refuses_gives_every_message_back_and_sends_nothing(
     assert world.fake.pushes() == []
     assert run_cli(world.settings, "replay", "--yes") == 0  # the next replay takes them all
     assert _pushed(world) == Counter({i: 1 for i in ids})
+
+
+def test_a_message_no_consumer_would_decode_is_left_and_the_others_are_queued(world):
+    uids = ["g1", "g2"]
+    for u in uids:
+        world.user(u, "UTC")
+    good, bad = missed(world, uids)
+    world.db[dbm.MESSAGES].update_one({"_id": bad}, {"$set": {"timezone": "Not/AZone"}})
+    counts = queue(
+        world.db,
+        world.settings,
+        world.planner().wakeups,
+        select(world.db, Selection()),
+        by="api:oncall",
+        reason="INC-32",
+        selection=Selection(),
+    )
+    assert counts == Counter({"queued": 1, "left is_missed (malformed document)": 1})
+    assert world.statuses([good, bad]) == {good: "replaying", bad: "is_missed"}
+    assert "tz is not an IANA time zone" in world.message(bad)["replay"]["leftMissed"]
+    world.start_consumer(burst=True).join()
+    assert world.statuses([good, bad]) == {good: "success", bad: "is_missed"}
+    assert _pushed(world) == Counter({good: 1})
