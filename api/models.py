@@ -283,7 +283,10 @@ class ReplayOut(OutModel):
     dry_run: bool
     selected: int
     messages: list[ReplayedMessage] = Field(description="the first 1000 selected")
-    counts: dict[str, int] = Field(description="what became of them (empty in a dry run)")
+    counts: dict[str, int] = Field(
+        description="`queued` (to the consumers, which send them), and what was skipped or "
+        "left as it was (empty in a dry run)"
+    )
 
 
 class Health(OutModel):

@@ -1,4 +1,5 @@
-"""Operators: ``GET /v1/stats`` and ``POST /v1/replays`` (ops scope), ``GET /metrics`` (ops
+"""Operators: ``GET /v1/stats`` and ``POST /v1/replays`` (ops scope: taken here, sent by the
+consumers), ``GET /metrics`` (ops
 scope), and the unauthenticated probes ``GET /healthz`` (the process answers) and
 ``GET /readyz`` (the database and the broker answer too)."""
 
@@ -51,13 +52,20 @@ def stats(
     "/v1/replays",
     response_model=ReplayOut,
     summary="Send missed (or project-failed) messages again, each at most once",
-    responses=problem_responses(400, 401, 403, 413, 415, 422, 503),
+    status_code=202,
+    responses={
+        200: {"model": ReplayOut, "description": "a dry run: what would be replayed now"},
+        202: {"description": "taken and queued to the consumers, which send them"},
+        **problem_responses(400, 401, 403, 413, 415, 422, 503),
+    },
 )
-def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller) -> ReplayOut:
-    """The same selection and rules as `tzpush replay`; `dryRun` lists and changes nothing.
-    A real replay runs before the answer (each message is judged at the replay's instant and
-    sent through Expo) and records the key's name as who replayed."""
-    from ops.replay import Replayer, Selection, resume, select
+def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller, response: Response) -> ReplayOut:
+    """The same selection and rules as `tzpush replay`; `dryRun` lists and changes nothing
+    (200). A real replay takes the messages before the answer (`replaying`, recorded with the
+    key's name as who replayed) and queues them to the consumers (202, `counts.queued`): a
+    consumer judges each at its own instant and sends it through Expo; each message's outcome
+    is then on `GET /v1/messages/{id}`. This process never sends."""
+    from ops.replay import Selection, queue, resume, select
 
     try:
         sel = Selection(
@@ -86,16 +94,13 @@ def replay(body: ReplayIn, b: BackendDep, caller: OpsCaller) -> ReplayOut:
         for d in docs[:REPLAY_LIST]
     ]
     counts: dict[str, int] = {}
-    if docs and not body.dry_run:
-        from shared import metrics
-        from shared.expo.sender import ExpoSender
-
-        sender = ExpoSender(b.settings.expo, on_event=metrics.expo_event)
-        try:
-            replayer = Replayer(b.db, b.settings, sender, by, body.reason, selection=sel)
-            counts = dict(replayer.run(docs))
-        finally:
-            sender.close()
+    if body.dry_run:
+        response.status_code = 200
+    elif docs:
+        publisher = b.manager.planner.wakeups
+        counts = dict(
+            queue(b.db, b.settings, publisher, docs, by=by, reason=body.reason, selection=sel)
+        )
     return ReplayOut(dry_run=body.dry_run, selected=len(docs), messages=listed, counts=counts)
 
 

@@ -29,6 +29,8 @@ class Intake:
         timers: Timers,
         prep_pool: Executor,
         prepare: Callable[[str, Batch], None],
+        replay: Callable[[str, Batch], None] | None = None,
+        replay_pool: Executor | None = None,
     ) -> None:
         self.settings = settings
         self.held = held
@@ -36,6 +38,8 @@ class Intake:
         self.timers = timers
         self.prep_pool = prep_pool
         self.prepare = prepare
+        self.replay = replay  # a replay's wake-up (``consumer.replays``), on its own pool
+        self.replay_pool = replay_pool
         key = settings.stomp.signing_key
         # Wake-ups must carry its signature (None: loopback broker).
         self.signing_key = key.get_secret_value() if key is not None else None
@@ -43,7 +47,7 @@ class Intake:
     def on_frame(self, frame: Frame) -> None:
         """Take one frame: anything that is not a valid, authentic wake-up of a configured
         category is dead-lettered; a wake-up is held and prepared at its first due instant
-        less the lead time (at once if that has passed)."""
+        less the lead time (at once if that has passed); a replay's is sent at once."""
         try:
             if self.signing_key is not None:
                 signature = frame.headers.get(SIGNATURE_HEADER)
@@ -51,6 +55,8 @@ class Intake:
             wake = decode(frame.body)
             if wake.category not in self.settings.categories:
                 raise WireError("unknown_category", f"unknown category {wake.category[:64]!r}")
+            if wake.replay is not None and (self.replay is None or self.replay_pool is None):
+                raise WireError("consumer_error", "this consumer has no database to replay with")
         except WireError as exc:
             self.link.dead_letter(frame, exc.kind, str(exc))
             return
@@ -62,6 +68,9 @@ class Intake:
         batch = Batch(frame, wake)
         key = f"{frame.message_id}:{frame.ack_id}"
         self.held.add(key, batch)
+        if wake.replay is not None and self.replay is not None and self.replay_pool is not None:
+            self.replay_pool.submit(self.replay, key, batch)  # taken by a replay: due now
+            return
         lead_ms = int(self.settings.wakeup.lead_seconds * 1000)
         self.timers.at(
             instant_ms(wake.first_due_ms - lead_ms),

@@ -10,7 +10,8 @@ back, and the guards make sure nothing is sent twice.
 ``Consumer`` wires small parts, one module each, and keeps supervision and shutdown:
 ``consumer.intake`` (frames in), ``consumer.prepare`` (the lead time), ``consumer.dispatch``
 (the due instant), ``consumer.recording`` (terminal writes, acks, releases) over the
-``consumer.recorder`` thread, with ``consumer.state`` the little they share.
+``consumer.recorder`` thread, with ``consumer.state`` the little they share. A replay's wake-up
+(taken by the API or the console) goes to ``consumer.replays`` on its own thread instead.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from consumer.pending import PendingCache
 from consumer.prepare import Preparation
 from consumer.recorder import Recorder
 from consumer.recording import Recording
+from consumer.replays import ReplaySends
 from consumer.state import Held
 from consumer.timers import Timers
 from shared import metrics
@@ -45,6 +47,7 @@ from shared.errors import TransientError
 from shared.expo.pushes import Sender
 from shared.lifecycle import MARGIN_S
 from shared.settings import Settings
+from shared.store.abc import ConsumerStores
 from shared.store.mongo import Stores, stores_of
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,7 @@ class Consumer:
         self.timers = timers or Timers(clock, f"{self.cid}-timers")
         self._prep = executor(2, "prep")
         self._dispatch = executor(8, "dispatch")
+        self._replays = executor(1, "replay")
         stores = stores_of(database)
         self.attempts = AttemptLog(stores, self.cid, clock)
         self.recorder = Recorder(
@@ -147,6 +151,15 @@ class Consumer:
             dispatch_pool=self._dispatch,
             rng=self._rng,
         )
+        # Replays are recorded on the messages in MongoDB; a consumer on the in-memory twin
+        # has none and dead-letters a replay's wake-up.
+        replays = (
+            None
+            if isinstance(database, ConsumerStores)
+            else ReplaySends(
+                database, settings, sender, cid=self.cid, clock=clock, recording=self.recording
+            )
+        )
         self.intake = Intake(
             settings,
             held=self.held,
@@ -154,6 +167,8 @@ class Consumer:
             timers=self.timers,
             prep_pool=self._prep,
             prepare=self.preparation.prepare,
+            replay=replays.send if replays is not None else None,
+            replay_pool=self._replays,
         )
 
     # -- supervising loop --------------------------------------------------------------------
@@ -252,6 +267,7 @@ class Consumer:
         # a preparation under way finishes its round trip and releases what it took.
         self.held.closing = True
         self._prep.shutdown(wait=True, cancel_futures=True)
+        self._replays.shutdown(wait=True, cancel_futures=True)  # the frames of those not begun
         nxt = self.timers.next_at()
         while nxt is not None and nxt <= self.clock() + dt.timedelta(seconds=budget.left()):
             time.sleep(min(0.1, budget.left()))

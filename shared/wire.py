@@ -99,6 +99,10 @@ class WakeUp:
     # stopped: the consumer may take those guards over, as for a redelivered frame. Optional on
     # the wire (absent means False), so frames of older creators still decode.
     takeover: bool = False
+    # Set on a replay's wake-up (``ops.replay.queue``): the replay run that took its messages
+    # (``replaying``, held by that run). A consumer sends them as the replay's sender
+    # (``shared.replaying``), not as pending messages. Optional on the wire like ``takeover``.
+    replay: str | None = None
 
     @property
     def first_due_ms(self) -> int:
@@ -114,6 +118,8 @@ class WakeUp:
         }
         if self.takeover:  # only when set: every other frame is byte for byte what it was
             body["takeover"] = True
+        if self.replay is not None:
+            body["replay"] = self.replay
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -170,12 +176,14 @@ def _decode(raw: bytes | str) -> WakeUp:
     takeover = body.get("takeover", False)
     if not isinstance(takeover, bool):
         raise WireError("bad_field", "bad field: takeover must be true or false")
+    replay = body.get("replay")
     return WakeUp(
         id=_ident(body["id"], "id"),
         category=_ident(body["category"], "category"),
         planned_ms=_epoch_ms(body["planned_ms"], "planned_ms"),
         items=items,
         takeover=takeover,
+        replay=None if replay is None else _ident(replay, "replay"),
     )
 
 

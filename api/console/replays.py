@@ -1,13 +1,14 @@
 """Replays started from the console: ``ops.replay`` (the code of ``tzpush replay`` and
-``POST /v1/replays``), run in a thread so the operator can watch the messages end.
+``POST /v1/replays``), queued to the consumers before the answer; the watch page follows the
+messages until they end.
 
 A replay is chosen in two steps: a dry run counts what the selection takes now (``select``,
-changing nothing), then the operator confirms and the replay runs under a run id made here, so
-the page can follow it. The rules are the replay's own: each message is taken with a
-compare-and-set (never sent twice, whoever else replays), judged at the replay's instant, sent
-through the Expo sender at the process's share of the fleet's rate, and recorded on the message
-with who replayed it (``console:<key name>``) and why. A replay that stops settles what it holds
-(``ops.replay.Replayer.run``); one whose process dies is settled by the next replay or the
+changing nothing), then the operator confirms and the replay is taken under a run id made here,
+so the page can follow it. The rules are the replay's own: each message is taken with a
+compare-and-set (never sent twice, whoever else replays) and recorded on the message with who
+replayed it (``console:<key name>``) and why, then queued to the consumers (``ops.replay.queue``),
+which judge it at their instant and send it with their Expo token at the fleet's rate. This
+process never sends. What a consumer that dies leaves is settled by the next replay or the
 janitor once its lease runs out.
 
 What this process started is kept in memory (``Runs``) for the watch page; the messages carry
@@ -26,10 +27,8 @@ from dataclasses import dataclass, field
 from pymongo.database import Database
 
 from api.deps import Backend
-from ops.replay import Replayer, Selection, resume, select
-from shared import metrics
+from ops.replay import Selection, queue, resume, select
 from shared.domain.messages import Doc, Status
-from shared.expo.sender import ExpoSender
 from shared.store import db as dbm
 from shared.store import replays as stored
 
@@ -63,7 +62,7 @@ def selection_now(database: Database[Doc], selection: Selection, by: str) -> lis
 
 
 class Runs:
-    """Starts replays in threads and remembers the last ``KEPT_RUNS`` of them."""
+    """Starts replays and remembers the last ``KEPT_RUNS`` of them."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend  # its database is read when a replay starts, not before
@@ -75,7 +74,8 @@ class Runs:
             return self._runs.get(run_id)
 
     def start(self, selection: Selection, docs: list[Doc], by: str, reason: str) -> Run:
-        """Replay ``docs`` (``selection_now``'s answer) in a thread; the run, to watch."""
+        """Take ``docs`` (``selection_now``'s answer) and queue them to the consumers; returns
+        once the broker has them (or the replay stopped: ``error``), the run, to watch."""
         run = Run(
             run_id=stored.new_run(by),
             by=by,
@@ -88,31 +88,25 @@ class Runs:
             for old in list(self._runs)[:-KEPT_RUNS]:
                 del self._runs[old]
         log.info("console replay %s by %s: %d message(s)", run.run_id, by, len(docs))
-        thread = threading.Thread(
-            target=self._run, args=(run, selection, docs), name="console-replay", daemon=True
-        )
-        thread.start()
+        self._run(run, selection, docs)
         return run
 
     def _run(self, run: Run, selection: Selection, docs: list[Doc]) -> None:
         try:
             if docs:
-                settings = self.backend.settings
-                sender = ExpoSender(settings.expo, on_event=metrics.expo_event)
-                try:
-                    replayer = Replayer(
-                        self.backend.db,
-                        settings,
-                        sender,
-                        run.by,
-                        run.reason,
-                        run_id=run.run_id,
+                b = self.backend
+                run.counts.update(
+                    queue(
+                        b.db,
+                        b.settings,
+                        b.manager.planner.wakeups,
+                        docs,
+                        by=run.by,
+                        reason=run.reason,
                         selection=selection,
-                        counts=run.counts,
+                        run_id=run.run_id,
                     )
-                    replayer.run(docs)
-                finally:
-                    sender.close()
+                )
         except Exception as exc:  # said on the watch page and logged; the replay settled itself
             log.exception("console replay %s stopped", run.run_id)
             run.error = f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -9,6 +9,11 @@ name), ``replay.holder`` (who may act on the message now), ``replay.leaseUntil``
 nobody else may assume the run is dead) and ``replay.from`` (the status it was taken from, where
 a message that was not sent goes back to).
 
+A replay queued by the API or the console is sent by a consumer, which first takes the run's
+hold over (``hand_over``: ``replay.holder`` and, for good, ``replay.sender`` become its own
+name, only where the run still holds the message, so a second copy of the wake-up takes
+nothing). Its attempt records carry that name; settling reads the run's and the sender's.
+
 The rule is the consumer's (``consumer.attempts``, ``shared.store.guards``): before each Expo
 request the run writes an attempt record naming the messages about to leave (``leaving``). A
 message of a run that stopped is then either in an attempt record, and may have left, so it ends
@@ -119,6 +124,32 @@ def take(
     return res.modified_count == 1
 
 
+def hand_over(
+    database: Database[Doc], run: str, ids: list[str], holder: str, now: dt.datetime
+) -> list[Doc]:
+    """Move ``run``'s hold of ``ids`` to ``holder`` (a consumer about to send them), its lease
+    renewed; returns the messages ``holder`` now holds. Those no longer held by ``run`` (sent by
+    another copy of the wake-up, or settled since) stay as they are. ``replay.sender`` names the
+    holder for good: the attempt records ``holder`` writes carry that name, so whoever settles
+    it after a crash finds them (``settle``)."""
+    with dbm.translate_errors("taking over a replay's messages"):
+        database[dbm.MESSAGES].update_many(
+            {"_id": {"$in": ids}, "status": Status.REPLAYING.value, "replay.holder": run},
+            {
+                "$set": {
+                    "replay.holder": holder,
+                    "replay.sender": holder,
+                    "replay.leaseUntil": now + LEASE,
+                }
+            },
+        )
+        return list(
+            database[dbm.MESSAGES].find(
+                {"_id": {"$in": ids}, "status": Status.REPLAYING.value, "replay.holder": holder}
+            )
+        )
+
+
 def leaving(database: Database[Doc], run: str, ids: list[str], now: dt.datetime) -> None:
     """Record that ``ids`` may leave from now on, then check ``run`` still holds every one.
 
@@ -197,12 +228,13 @@ def settle(database: Database[Doc], holder: str | None, settler: str, now: dt.da
         docs = list(
             database[dbm.MESSAGES].find(
                 {"status": Status.REPLAYING.value, "replay.holder": fence},
-                {"replay.run": 1, "replay.at": 1, "replay.from": 1},
+                {"replay.run": 1, "replay.at": 1, "replay.from": 1, "replay.sender": 1},
             )
         )
         if not docs:
             return out
-        runs = {(d.get("replay") or {}).get("run") for d in docs}
+        # Attempt records are named by the run, or by the consumer that sent for it.
+        runs = {(d.get("replay") or {}).get(k) for d in docs for k in ("run", "sender")}
         maybe_left = {i for r in runs if r is not None for i in guards.maybe_sent(database, r)}
         ops: list[UpdateOne] = []
         for d in docs:

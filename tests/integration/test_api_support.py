@@ -33,9 +33,11 @@ from api.keys import hash_key, new_key
 from creator.planner import Planner
 from devstack.fake_expo import FakeExpo
 from shared.broker import StompClient
+from shared.clock import utcnow
+from shared.domain.messages import Status, terminal_update
 from shared.settings import Settings
 from shared.store import db as dbm
-from tests.integration.consumer_support import consumer_env
+from tests.integration.consumer_support import TZPUSH, consumer_env
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
@@ -96,11 +98,17 @@ def _env(
 
 @contextlib.contextmanager
 def start_api(
-    base: Settings, *, env: dict[str, str] | None = None, **api: Any
+    base: Settings,
+    *,
+    env: dict[str, str] | None = None,
+    expo_token: str | None = None,
+    **api: Any,
 ) -> Iterator[ApiServer]:
     """A running ``tzpush api`` on ``base``'s stack; ``api`` overrides the API settings
-    (``console_read_only=True``), ``env`` adds environment variables to the process."""
-    fake = FakeExpo(rate_per_second=0, receipt_delay_s=0).start()
+    (``console_read_only=True``), ``env`` adds environment variables to the process.
+    ``expo_token``: the Expo fake refuses pushes without it (the API process is not given it,
+    as on ECS: give it to a consumer)."""
+    fake = FakeExpo(access_token=expo_token, rate_per_second=0, receipt_delay_s=0).start()
     settings = base.model_copy(
         update={
             "stomp": base.stomp.model_copy(update={"queue_prefix": f"api{uuid.uuid4().hex[:8]}"}),
@@ -134,6 +142,23 @@ def start_api(
         text = log.read_text(errors="replace")
         assert app_key not in text and ops_key not in text, "an API key reached the log"
         log.unlink(missing_ok=True)
+
+
+def consumer_burst(server: ApiServer, *categories: str, **env: str) -> str:
+    """A ``tzpush consumer --burst`` on ``server``'s queues (``categories``: only those) and Expo
+    fake (``env``: more of its environment, e.g. the Expo access token) drains what is queued
+    (a replay), then exits; returns its output."""
+    only = ["--categories", ",".join(categories)] if categories else []
+    done = subprocess.run(
+        [str(TZPUSH), "consumer", "--burst", "--idle-seconds", "3", *only],
+        env=consumer_env(server.settings, **env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
 
 
 def _wait_ready(server: ApiServer, proc: subprocess.Popen[bytes]) -> None:
@@ -174,6 +199,40 @@ def planner(server: ApiServer, database: Database[Doc]) -> Iterator[Planner]:
         yield Planner(database, client, server.settings)
     finally:
         client.close()
+
+
+def insert_missed(database: Database[Doc], mid: str, uid: str, token: str) -> None:
+    """A ``meal`` message ``mid`` of ``uid``'s reminder ``mr`` to ``token`` (the user's device
+    registered with it), due two hours ago and ended ``is_missed``: what a replay takes."""
+    registration = database[dbm.TOKENS].find_one({"userId": uid, "token": token})
+    assert registration is not None, (uid, token)
+    now = utcnow()
+    due = now - dt.timedelta(hours=2)
+    database[dbm.MESSAGES].insert_one(
+        {
+            "_id": mid,
+            "userId": uid,
+            "reminderId": "mr",
+            "reminderVersion": 1,
+            "notificationTokenId": registration["_id"],
+            "token": token,
+            "category": "meal",
+            "label": "x",
+            "title": "Hi",
+            "body": None,
+            "data": None,
+            "scheduledAt": due,
+            "localDate": due.date().isoformat(),
+            "timezone": "UTC",
+            "dailyCap": None,
+            "quietHours": None,
+            "isDeleted": False,
+            "attempts": 0,
+            "plannedAt": due,
+            "createdAt": due,
+            **terminal_update(Status.IS_MISSED, "7200 s late, grace 900 s", now),
+        }
+    )
 
 
 def plan_window(server: ApiServer, database: Database[Doc]) -> None:

@@ -33,7 +33,7 @@ from shared.store import db as dbm
 from shared.store import fleet
 from tests.integration.consumer_support import TZPUSH, consumer_env
 from tests.integration.harness import wait_for
-from tests.integration.test_api_support import ApiServer, prepare
+from tests.integration.test_api_support import ApiServer, consumer_burst, prepare
 from tests.integration.test_console_support import (
     USERS,
     chromium,
@@ -353,6 +353,7 @@ def test_a_missed_message_replayed_from_problems_reaches_expo_once(api, fresh, b
     )
     _go(page, page.get_by_role("button", name="Replay 1 message(s)"))
     page.wait_for_url("**/console/replays/replay:console:oncall:*")
+    consumer_burst(api, "safety")  # the consumers send replays (the module's has no safety)
     page.locator("[data-done='yes']").wait_for()  # refreshed by the page's script
     assert page.locator(f"[data-status-of='{missed}']").inner_text() == "success"
     pushed = [p for p in api.fake.pushes() if p["data"].get("messageId") == missed]

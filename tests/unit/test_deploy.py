@@ -41,8 +41,20 @@ FAKE_SIGNING_KEY = "0123456789abcdef0123456789abcdef"
 FAKE_API_KEYS = '[{"name": "backend", "scope": "app", "sha256": "' + "ab" * 32 + '"}]'
 
 ROLES = ("creator", "consumer", "receipts", "api")
-# Roles that send no push: no Expo token, no fake-expo dependency in compose.
-NO_PUSH = ("creator", "api")
+# Which roles talk to Expo with the access token (pushes, receipts): their ECS task definitions
+# get the token from Secrets Manager and their compose services depend on the Expo fake; the
+# others get neither. The table is checked against the code (a role's process can import an
+# Expo client exactly when it says so), so a role that starts sending without the secret (the
+# API's replays once did: 401 from Expo on ECS) fails here.
+TALKS_TO_EXPO = {"creator": False, "consumer": True, "receipts": True, "api": False}
+ROLE_ENTRY = {
+    "creator": "creator.cli",
+    "consumer": "consumer.cli",
+    "receipts": "consumer.receipts",
+    "api": "api.cli",
+}
+EXPO_CLIENTS = ("shared.expo.sender", "shared.expo.calls")
+NO_PUSH = tuple(role for role, talks in TALKS_TO_EXPO.items() if not talks)
 CONNECTION_SETTINGS = ("TZPUSH_MONGO__URI", "TZPUSH_STOMP__HOST", "TZPUSH_EXPO__BASE_URL")
 
 
@@ -320,6 +332,25 @@ def test_ecs_environments_load_as_settings(monkeypatch: pytest.MonkeyPatch) -> N
 # -- secrets come from Secrets Manager / SSM in ECS ---------------------------------------------
 
 
+def test_the_roles_that_talk_to_expo_are_those_whose_code_can() -> None:
+    import grimp
+
+    assert set(TALKS_TO_EXPO) == set(ROLES) == set(ROLE_ENTRY)
+    graph = grimp.build_graph(
+        "shared", "creator", "consumer", "ops", "devstack", "api", cache_dir=None
+    )
+    for role, entry in ROLE_ENTRY.items():
+        chains = [graph.find_shortest_chain(importer=entry, imported=m) for m in EXPO_CLIENTS]
+        chain = next((c for c in chains if c), None)
+        if TALKS_TO_EXPO[role]:
+            assert chain, f"{role} ({entry}) reaches no Expo client: is the table stale?"
+        else:
+            assert chain is None, (
+                f"{role} talks to Expo ({' -> '.join(chain or ())}) but its deployments get "
+                "no Expo access token: send from a role that has it, or give it the secret"
+            )
+
+
 def test_ecs_secrets_come_from_secrets_manager_not_plain_env() -> None:
     template = _template()
     params = template["Parameters"]
@@ -564,7 +595,7 @@ def test_compose_stack_shape() -> None:
     for role in ROLES:
         svc = services[role]
         assert svc["command"] == [role]
-        wanted = {"mongo", "activemq"} | (set() if role == "api" else {"fake-expo"})
+        wanted = {"mongo", "activemq"} | ({"fake-expo"} if TALKS_TO_EXPO[role] else set())
         assert set(svc["depends_on"]) == wanted, role
         assert svc["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
     mongo = services["mongo"]

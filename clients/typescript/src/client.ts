@@ -206,7 +206,8 @@ export class TzpushClient {
     return unwrap(this.raw.GET("/v1/stats", { params: { query: { since } } }));
   }
 
-  /** `tzpush replay` of `is_missed` or `failed` messages (an `ops` key); `dryRun` first. */
+  /** `tzpush replay` of `is_missed` or `failed` messages (an `ops` key); `dryRun` first. A real
+   * replay answers 202 with `counts.queued`: the consumers send it. */
   replay(selection: ReplayIn, options: PostOptions = {}): Promise<ReplayOut> {
     return unwrap(
       this.raw.POST("/v1/replays", {

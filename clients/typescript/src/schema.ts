@@ -104,9 +104,11 @@ export interface paths {
         put?: never;
         /**
          * Send missed (or project-failed) messages again, each at most once
-         * @description The same selection and rules as `tzpush replay`; `dryRun` lists and changes nothing.
-         *     A real replay runs before the answer (each message is judged at the replay's instant and
-         *     sent through Expo) and records the key's name as who replayed.
+         * @description The same selection and rules as `tzpush replay`; `dryRun` lists and changes nothing
+         *     (200). A real replay takes the messages before the answer (`replaying`, recorded with the
+         *     key's name as who replayed) and queues them to the consumers (202, `counts.queued`): a
+         *     consumer judges each at its own instant and sends it through Expo; each message's outcome
+         *     is then on `GET /v1/messages/{id}`. This process never sends.
          */
         post: operations["replay_v1_replays_post"];
         delete?: never;
@@ -715,7 +717,7 @@ export interface components {
         ReplayOut: {
             /**
              * Counts
-             * @description what became of them (empty in a dry run)
+             * @description `queued` (to the consumers, which send them), and what was skipped or left as it was (empty in a dry run)
              */
             counts: {
                 [key: string]: number;
@@ -1093,8 +1095,17 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Successful Response */
+            /** @description a dry run: what would be replayed now */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplayOut"];
+                };
+            };
+            /** @description taken and queued to the consumers, which send them */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };
