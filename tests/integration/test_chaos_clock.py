@@ -1,4 +1,4 @@
-"""Found by chaos seed 16 (docs/notes/races-chaos.md): a consumer whose clock runs ahead sends
+"""Found by chaos seed 16 (docs/notes/races.md): a consumer whose clock runs ahead sends
 before the due instant. Open: the rule lives in consumer/ (the hold until due goes by the
 process's own clock), which is being restructured; this test fails until it is fixed."""
 
