@@ -31,13 +31,13 @@ from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
 from api.problems import ApiProblem, field_error, invalid
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
-from shared.errors import TzpushError
 from shared.store import db as dbm
+from shared.store.server_time import ServerTime
 
 COLLECTION = dbm.IDEMPOTENCY
 TTL = dt.timedelta(hours=24)
@@ -89,20 +89,7 @@ class IdempotencyStore:
         self.owner = uuid.uuid4().hex  # this process, in the claims it makes
         self._running: dict[str, str] = {}  # record -> attempt, of this process's requests
         self._lock = threading.Lock()
-        self._skew: tuple[dt.datetime, dt.timedelta] | None = None  # read at, this host ahead by
-
-    def _now(self) -> dt.datetime:
-        """The database server's time, by this host's clock and its distance from the
-        server's (read again every ``SKEW_READ_EVERY``; none known: this host's clock)."""
-        local = self.clock()
-        if self._skew is None or local - self._skew[0] > SKEW_READ_EVERY:
-            try:
-                read = dbm.server_clock(self.coll.database, self.clock)
-            except (TzpushError, PyMongoError):  # unknown: ours (the claim's write will tell)
-                read = None
-            skew = dt.timedelta(seconds=read.skew_s) if read is not None else dt.timedelta(0)
-            self._skew = (local, skew)
-        return local - self._skew[1]
+        self._now = ServerTime(database, clock, SKEW_READ_EVERY)  # the server's, as all agree
 
     @staticmethod
     def record_id(principal: str, route: str, key: str) -> str:

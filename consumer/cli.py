@@ -23,6 +23,7 @@ from shared.lifecycle import stop_on_signals
 from shared.settings import ExpoSettings, Settings
 from shared.store import db as dbm
 from shared.store.fleet import FleetShare, consumer_alerts, live_consumers
+from shared.store.server_time import ServerTime
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,16 @@ def cmd_consumer(args: argparse.Namespace, settings: Settings) -> int:
         database, consumer_id, settings.expo.rate_per_second, kind="consumer", categories=cats
     ).start()
     sender = BackgroundSender(settings.expo, fleet.rate)
-    consumer = Consumer(settings, database, sender, categories=cats, consumer_id=consumer_id)
+    # Due instants are held by the database server's clock, which every process shares: a host
+    # whose clock runs ahead would otherwise send early (chaos seed 16, docs/notes/races.md).
+    consumer = Consumer(
+        settings,
+        database,
+        sender,
+        categories=cats,
+        consumer_id=consumer_id,
+        clock=ServerTime(database),
+    )
 
     def health() -> dict[str, str | None]:
         out: dict[str, str | None] = {"database": None, "broker": None}

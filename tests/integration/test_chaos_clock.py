@@ -23,7 +23,6 @@ AHEAD_S = 4
 
 
 @pytest.mark.skipif(not FAKETIME_LIB.exists(), reason="needs Debian's faketime (make install)")
-@pytest.mark.xfail(strict=True, reason="open: chaos seed 16, a consumer 4 s ahead sends early")
 def test_a_consumer_whose_clock_runs_4_s_ahead_sends_nothing_before_its_due_instant(
     world, tmp_path: Path
 ) -> None:
