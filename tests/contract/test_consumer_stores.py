@@ -20,7 +20,7 @@ def at(seconds: float) -> dt.datetime:
 
 
 def message(mid: str, due: dt.datetime, status: str = "pending", deleted: bool = False) -> dict:
-    """A message document; each its own label, as each occurrence is unique while pending."""
+    """A message document; each its own reminder, as each occurrence is unique while pending."""
     return {
         "_id": mid,
         "status": status,
@@ -30,6 +30,7 @@ def message(mid: str, due: dt.datetime, status: str = "pending", deleted: bool =
         "notificationTokenId": "t",
         "category": "meal",
         "label": mid,
+        "reminderId": f"rem-{mid}",
     }
 
 

@@ -127,7 +127,7 @@ def test_the_janitor_ends_a_bad_overdue_message_and_the_rest(world: World) -> No
     world.user("j")
     due = utcnow() - dt.timedelta(hours=2)
     good = world.due_messages(["j"], due, category="safety", arm=False)[0]
-    bad = dict(good, _id="bad-message", label="other")
+    bad = dict(good, _id="bad-message", label="other", reminderId="other-reminder")
     del bad["category"]
     world.db[dbm.MESSAGES].insert_one(bad)
     before = bad_count("janitor", "message")
