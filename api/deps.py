@@ -18,6 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pymongo.database import Database
 
+from api import key_gate
 from api.coalesce import Coalescer
 from api.idempotency import IdempotencyStore
 from api.keys import KeyRing, Principal
@@ -82,11 +83,7 @@ async def _caller(
     keys: KeyRing = request.app.state.backend.keys
     principal = keys.identify(credentials.credentials if credentials else None)
     if principal is None:
-        raise ApiProblem(
-            401,
-            "a valid API key is required: Authorization: Bearer <key>",
-            headers={"WWW-Authenticate": 'Bearer realm="tzpush"'},
-        )
+        raise ApiProblem(401, key_gate.NO_KEY, headers=key_gate.CHALLENGE)
     request.state.principal = principal  # its name, for the access log; never the key
     limiter: RateLimiter = request.app.state.backend.limiter
     wait = limiter.take(principal.name)
