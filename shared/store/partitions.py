@@ -282,25 +282,23 @@ class Membership:
             upsert=True,
         )
 
+    def live_at(self, now: dt.datetime) -> list[str]:
+        """The creators (this one among them once registered) whose heartbeat is within a
+        lease of ``now``, sorted."""
+        found = dbm.critical(self.db, dbm.CREATORS).find(
+            {"heartbeatAt": {"$gte": now - self.lease}}, {"_id": 1}
+        )
+        return sorted(d["_id"] for d in found)
+
     def others_live(self, now: dt.datetime) -> list[str]:
         """The other creators whose heartbeat is within a lease of ``now``."""
-        since = now - self.lease
-        found = dbm.critical(self.db, dbm.CREATORS).find(
-            {"heartbeatAt": {"$gte": since}}, {"_id": 1}
-        )
-        return sorted(d["_id"] for d in found if d["_id"] != self.me)
+        return [c for c in self.live_at(now) if c != self.me]
 
     def sync(self, now: dt.datetime) -> set[int]:
         """Heartbeat and rebalance; return the partitions held (as of the database)."""
         ensure_partitions(self.db, self.partitions)
         self.register(now)
-        since = now - self.lease
-        self.live = sorted(
-            d["_id"]
-            for d in dbm.critical(self.db, dbm.CREATORS).find(
-                {"heartbeatAt": {"$gte": since}}, {"_id": 1}
-            )
-        )
+        self.live = self.live_at(now)
         with self._lock:
             wanted = owned_partitions(self.me, self.live, self.partitions) | self.busy
         coll = dbm.critical(self.db, dbm.PARTITIONS)
