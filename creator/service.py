@@ -74,14 +74,18 @@ def heartbeat_s(settings: Settings) -> float:
     return settings.creator.lease_seconds / 3
 
 
-def join_fleet(planner: Planner, stop: threading.Event | None = None) -> None:
+def join_fleet(
+    planner: Planner, stop: threading.Event | None = None, *, wait_alone: bool = False
+) -> None:
     """Register; when other creators are alive, wait one heartbeat (or until ``stop``) so that
     they see this one and give it its share before its first pass, and log that wait. Alone,
-    return at once: there is nobody to share with."""
+    return at once (``tzpush creator --once``), unless ``wait_alone``: the service waits all
+    the same, so that creators started together share from their first pass and a SIGTERM
+    soon after the start ends that wait rather than a pass."""
     now = planner.clock()
     planner.membership.register(now)
     others = planner.membership.others_live(now)
-    if not others:
+    if not others and not wait_alone:
         return
     wait_s = heartbeat_s(planner.settings)
     log.info(
@@ -171,7 +175,7 @@ def run_service(settings: Settings, stop: threading.Event | None = None) -> int:
             settings.creator.partitions,
             settings.creator.lease_seconds,
         )
-        join_fleet(planner, stop)
+        join_fleet(planner, stop, wait_alone=True)
         if stop.is_set():
             with contextlib.suppress(Exception):
                 planner.membership.leave()
