@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 from pymongo.database import Database
 
-from creator.context import PlanContext
+from creator.context import PlanContext, Where
 from creator.inserts import Inserter
 from creator.partition_pass import JANITOR_PARTITION, PartitionPass
 from creator.rearm import Rearmed, rearm
@@ -30,6 +30,7 @@ from shared.broker import StompClient
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc
 from shared.settings import Settings
+from shared.store.abc_creator import CreatorStores
 from shared.store.partitions import Membership
 from shared.wire import WakeUp
 
@@ -75,7 +76,7 @@ class Planner:
 
     def __init__(
         self,
-        database: Database[Doc],
+        database: Where,
         broker: StompClient | None,
         settings: Settings,
         clock: Clock = utcnow,
@@ -90,7 +91,7 @@ class Planner:
         self.users = UserPlanner(self.ctx, self.wakeups, self.inserter, self.repairs)
         self.passes = PartitionPass(
             self.ctx,
-            membership or Membership(database, c.partitions, c.lease_seconds),
+            membership or Membership(self.ctx.db, c.partitions, c.lease_seconds),
             self.wakeups,
             self.inserter,
             self.repairs,
@@ -99,6 +100,7 @@ class Planner:
 
     # -- what every piece shares: read from, and written to, the context or the pass ----------
     db: _Shared[Database[Doc]] = _Shared("ctx")
+    stores: _Shared[CreatorStores] = _Shared("ctx")
     broker: _Shared[StompClient | None] = _Shared("ctx")
     settings: _Shared[Settings] = _Shared("ctx")
     clock: _Shared[Clock] = _Shared("ctx")

@@ -17,6 +17,7 @@ from shared.errors import InputError, NotFoundError, TzpushError
 from shared.settings import Settings
 from shared.store import erasure
 from shared.store import users as user_store
+from shared.store.abc_creator import CreatorStores
 
 
 class _Item(Protocol):
@@ -82,6 +83,11 @@ class Context:
         self.db = database
         self.planner = planner
         self.settings = settings
+
+    @property
+    def stores(self) -> CreatorStores:
+        """The planner's stores (the writers write where it plans)."""
+        return self.planner.ctx.stores
 
     @property
     def now(self) -> dt.datetime:

@@ -11,11 +11,15 @@ from pymongo.errors import PyMongoError
 
 from shared.domain.messages import Doc
 from shared.store.abc import ConsumerStores
+from shared.store.abc_creator import CreatorStores
+from shared.store.mongo.accounts import MongoErasure, MongoReminders, MongoUsers
 from shared.store.mongo.fleet import MongoSenders
 from shared.store.mongo.guards import MongoGuards
 from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent, MongoIntentLog
 from shared.store.mongo.journal import MongoJournal
 from shared.store.mongo.messages import MongoMessages
+from shared.store.mongo.planning import MongoPartitions, MongoPending, MongoPlans
+from shared.store.mongo.registrations import MongoChanges, MongoRegistrations
 from shared.store.mongo.tokens import MongoTokens
 
 StoreError = PyMongoError
@@ -45,6 +49,20 @@ def consumer_stores(database: Database[Doc]) -> ConsumerStores:
     )
 
 
+def creator_stores(database: Database[Doc]) -> CreatorStores:
+    """The creator's stores on ``database``."""
+    return CreatorStores(
+        users=MongoUsers(database),
+        reminders=MongoReminders(database),
+        erasure=MongoErasure(database),
+        registrations=MongoRegistrations(database),
+        changes=MongoChanges(database),
+        partitions=MongoPartitions(database),
+        plans=MongoPlans(database),
+        pending=MongoPending(database),
+    )
+
+
 __all__ = [
     "MongoCapCounters",
     "MongoCurrentIntent",
@@ -57,5 +75,6 @@ __all__ = [
     "StoreError",
     "Stores",
     "consumer_stores",
+    "creator_stores",
     "stores_of",
 ]
