@@ -113,7 +113,7 @@ def every_occurrence_ends(run: Run) -> tuple[int, list[Doc]]:
         if where and where.get("due") and not where.get("early"):
             late = push_time(p) - where["due"]
             grace = run.grace(str(data.get("category")))
-            if late > grace + GRACE_SLACK_S:
+            if late > grace + GRACE_SLACK_S and not replay_asked(run, p):
                 bad.append({"why": f"sent {late:.1f} s late, grace {grace:.0f} s", "push": p})
     docs: dict[tuple[str, str], list[Doc]] = defaultdict(list)
     messages = run.db.get("notification_messages", [])
@@ -133,8 +133,8 @@ def every_occurrence_ends(run: Run) -> tuple[int, list[Doc]]:
         ended = [
             m
             for m in docs.get((occ["rid"], occ["local_date"]), [])
-            if m.get("status") in ENDED_BY_FAULT
-            and m.get("reason")
+            if _first_end(m)[0] in ENDED_BY_FAULT
+            and _first_end(m)[1]
             and m.get("token") in (occ["token"], None)
         ]
         if ended and faults:
@@ -154,6 +154,32 @@ def every_occurrence_ends(run: Run) -> tuple[int, list[Doc]]:
         if m.get("status") in OPEN and _ts(m["scheduledAt"]) <= cutoff:
             bad.append({"why": f"still {m.get('status')} after the drain", "document": m})
     return len(expected) + len(messages), bad
+
+
+def _first_end(m: Doc) -> tuple[Any, Any]:
+    """(status, reason) a message first ended with: a replayed one's from before its replay."""
+    replay = m.get("replay") or {}
+    if replay.get("from") in ENDED_BY_FAULT:
+        return replay["from"], replay.get("missedReason") or replay.get("reason")
+    return m.get("status"), m.get("reason")
+
+
+def replay_asked(run: Run, p: Doc) -> bool:
+    """Whether push ``p`` is a replay an operator asked for before it arrived: marked replayed,
+    and named in the answer of an acknowledged ``POST /v1/replays`` that started before it."""
+    data = p.get("data") or {}
+    if not data.get("replayed"):
+        return False
+    mid = data.get("messageId")
+    for rec in run.history.records:
+        status = rec.get("status")
+        if rec["method"] != "POST" or rec["path"].split("?")[0] != "/v1/replays":
+            continue
+        if status is None or not 200 <= status < 300 or rec["start"] >= push_time(p):
+            continue
+        if any(m.get("id") == mid for m in (rec.get("answer") or {}).get("messages", [])):
+            return True
+    return False
 
 
 def _strings(value: Any) -> list[str]:

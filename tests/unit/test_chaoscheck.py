@@ -222,6 +222,31 @@ def test_a_push_past_its_grace_is_caught() -> None:
     assert "5" in failing(make_run(pushes=[push(DUE + 63)]))
 
 
+def test_a_late_push_is_honest_only_as_a_replay_an_operator_asked_for_before_it() -> None:
+    """Seed 7: a message ended is_missed, replayed through the API, pushed 164 s late."""
+    late = push(DUE + 163)
+    late["data"]["replayed"] = True
+    named = {"messages": [{"id": late["data"]["messageId"]}], "selected": 1}
+    other = {"messages": [{"id": "r9:1:reg9:20260601"}], "selected": 1}
+    replayed = {"from": "is_missed", "missedReason": "consumer stopped before sending"}
+    missed = message("success", "accepted by Expo (replayed)", replay=replayed)
+    db = {"notification_messages": [missed]}
+    fault = {"kind": "kill9", "target": "consumer-1", "start": DUE - 5, "end": DUE + 5}
+
+    def replay(answer: Doc, status: int = 202, at: float = DUE + 150) -> Doc:
+        return req("POST", "/v1/replays", {"status": "is_missed"}, status, at, answer=answer)
+
+    def judged(*extra: Doc) -> list[str]:
+        run = make_run([*base_history(), *extra], pushes=[late], faults=[fault], db=db)
+        return failing(run)
+
+    assert judged(replay(named)) == []
+    assert judged() == ["5"]  # no replay asked for
+    assert judged(replay(other)) == ["5"]  # a replay of other messages
+    assert judged(replay(named, status=503)) == ["5"]  # not acknowledged
+    assert judged(replay(named, at=DUE + 170)) == ["5"]  # asked for after the push
+
+
 def test_anything_of_an_erased_user_left_is_caught() -> None:
     records = [*base_history(), req("DELETE", "/v1/users/u1", None, 204, T0 + 400)]
     anonymised = {"notification_messages": [message(userId="erased-1", token=None)]}
