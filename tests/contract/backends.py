@@ -60,7 +60,7 @@ def mongo_backend(database: Any) -> Backend:
 
 
 # -- the HTTP API's own records (shared.store.abc_web) ------------------------------------------
-WEB_COLLECTIONS = {"idempotency": dbm.IDEMPOTENCY, "console_sessions": dbm.CONSOLE_SESSIONS}
+WEB_COLLECTIONS = {"idempotency": dbm.IDEMPOTENCY, "sessions": dbm.CONSOLE_SESSIONS}
 
 
 @dataclass

@@ -174,7 +174,7 @@ def test_a_session_is_kept_until_it_is_deleted(web: WebBackend):
     sessions.delete("s1")
     sessions.delete("s1")  # logged out twice: fine
     assert sessions.get("s1") is None
-    assert web.raw("console_sessions", "s2") == session("s2")
+    assert web.raw("sessions", "s2") == session("s2")
 
 
 def test_a_session_given_out_is_a_copy(web: WebBackend):

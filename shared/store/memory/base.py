@@ -34,7 +34,7 @@ class Tables:
     counters: dict[str, Doc] = field(default_factory=dict)
     senders: dict[str, Doc] = field(default_factory=dict)
     idempotency: dict[str, Doc] = field(default_factory=dict)  # the API's Idempotency-Key records
-    console_sessions: dict[str, Doc] = field(default_factory=dict)
+    sessions: dict[str, Doc] = field(default_factory=dict)  # the console's logins
 
     def put(self, table: str, *docs: Doc) -> None:
         """Insert or replace ``docs`` (by ``_id``) in ``table``."""

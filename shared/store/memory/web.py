@@ -80,16 +80,16 @@ class MemorySessions:
 
     def add(self, session: Doc) -> None:
         with self.t.lock:
-            if session["_id"] in self.t.console_sessions:
+            if session["_id"] in self.t.sessions:
                 raise KeyError(f"console session {session['_id']} exists")
-            self.t.console_sessions[session["_id"]] = out(session)
+            self.t.sessions[session["_id"]] = out(session)
 
     def get(self, session_id: str) -> Doc | None:
-        return self.t.get("console_sessions", session_id)
+        return self.t.get("sessions", session_id)
 
     def delete(self, session_id: str) -> None:
         with self.t.lock:
-            self.t.console_sessions.pop(session_id, None)
+            self.t.sessions.pop(session_id, None)
 
     def ensure_expiry(self) -> None:
         """Nothing to make: the twin lives for a test, and the console checks ``expiresAt``."""
