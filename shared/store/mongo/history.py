@@ -1,4 +1,4 @@
-"""A user's messages read by due instant without reading their whole history.
+"""A user's messages read by due instant without reading their whole history (on MongoDB).
 
 The server here reads a whole index range before it applies a sort's limit, and reads a user's
 every message when the filter holds one field beside ``{userId, scheduledAt}``; so these reads
@@ -11,23 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from pymongo.database import Database
 
 from shared.domain.messages import Doc
 from shared.domain.plan import MAX_CATCH_UP
+from shared.instants import EPOCH, as_time
 from shared.store import db as dbm
-
-
-def as_time(v: Any) -> dt.datetime | None:
-    """A stored instant, aware (a naive one is UTC); None for anything else."""
-    if not isinstance(v, dt.datetime):
-        return None
-    return v if v.tzinfo else v.replace(tzinfo=dt.UTC)
-
-
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def messages_page(
