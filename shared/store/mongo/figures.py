@@ -68,7 +68,8 @@ def pending_due(
 ) -> Iterator[Doc]:
     """The pending messages due in ``[start, end)`` with ``fields``, an hour's range of the
     pending index at a time: the server here answers a whole read in its first round trip,
-    and a day of a million reminders read at once came near the driver's 30 s."""
+    and a day of a million reminders read at once came near the driver's 30 s. (Plain MongoDB
+    sends a cursor's batches as they are read: there the hours only add round trips.)"""
     projection = dict.fromkeys(fields, 1)
     lo = start
     while lo < end:
@@ -140,7 +141,9 @@ class ProblemReads:
 
     def causes(self) -> list[Doc]:
         """Each message's ``errorCode`` and ``receipt``, for the caller to judge: the cause
-        filter would be an ``$or``, for which the server here reads every message."""
+        filter would be an ``$or``, for which the server here reads every message. (Plain
+        MongoDB would read the status's index range and filter the fetched documents: the
+        same read as this one.)"""
         return list(self.coll.find(self.query, CAUSE_FIELDS))
 
     def count(self) -> int:
@@ -156,7 +159,7 @@ class ProblemReads:
 def failure_causes(database: Database[Doc], message_id: str) -> Doc | None:
     """The failed message's ``errorCode`` and ``receipt``; ``None`` if it is not failed. Read
     by ``_id`` and judged by the caller: an ``_id`` beside an ``$or`` reads every message on
-    the server here."""
+    the server here (plain MongoDB reads the one document by its ``_id`` either way)."""
     return database[dbm.MESSAGES].find_one(
         {"_id": message_id, "status": Status.FAILED.value}, CAUSE_FIELDS
     )
