@@ -114,6 +114,7 @@ lint: venv promtool
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m tools.import_cycles
+	$(PY) -m tools.seam_check
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool check config --syntax-only deploy/prometheus/prometheus.yml
 	@if command -v node >/dev/null && command -v npm >/dev/null; then \

@@ -19,7 +19,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
-from api import checks, idempotency, problems
+from api import checks, problems
 from api.coalesce import Coalescer
 from api.deps import Backend
 from api.idempotency import IdempotencyStore
@@ -34,6 +34,7 @@ from creator.writers import batch as bulk
 from shared.errors import TzpushError
 from shared.settings import Settings
 from shared.store import db as dbm
+from shared.store.mongo.web import web_stores
 
 VERSION = "1"
 DESCRIPTION = """Recurring push reminders at each user's own local time.
@@ -192,7 +193,7 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
                 settings=settings,
                 manager=manager,
                 keys=KeyRing(settings.api.keys),
-                idempotency=IdempotencyStore(planner.db, planner.clock),
+                idempotency=IdempotencyStore(web_stores(planner.db).idempotency, planner.clock),
                 limiter=RateLimiter(settings.api.rate_per_second, settings.api.burst),
                 logins=logins,
             )
@@ -203,11 +204,8 @@ def open_backend(settings: Settings) -> Iterator[Backend]:
 def ensure_api_indexes(database: Any) -> None:
     """The API's own indexes: idempotency records expire after 24 h, console sessions when
     they end. (A user's messages by due instant is in every database: ``shared.store.db``.)"""
-    from api.console import session as console_sessions
-
     with dbm.translate_errors("creating the API's indexes"):
-        database[idempotency.COLLECTION].create_indexes(idempotency.INDEXES)
-        database[console_sessions.COLLECTION].create_indexes(console_sessions.INDEXES)
+        web_stores(database).ensure_expiry()
 
 
 __all__ = ["ApiModel", "create_app", "ensure_api_indexes", "open_backend"]

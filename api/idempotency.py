@@ -1,7 +1,7 @@
 """``Idempotency-Key`` for POSTs that create: the same key and body within 24 h answer the same.
 
-A record per (API key name, route, Idempotency-Key) in ``api_idempotency``: inserted before the
-work (its ``_id`` is the claim, so two concurrent requests with one key cannot both run), with
+A record per (API key name, route, Idempotency-Key) (``shared.store.abc_web``): inserted before
+the work (its ``_id`` is the claim, so two concurrent requests with one key cannot both run), with
 the id of what the request creates, and completed with the answer. Then:
 - the same key and the same body (a retry): the stored answer, with ``Idempotent-Replayed: true``;
 - the same key and another body: 422, the key was used for something else;
@@ -29,25 +29,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import ASCENDING, IndexModel
-from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError
-
 from api.problems import ApiProblem, field_error, invalid
 from shared.clock import Clock, utcnow
-from shared.domain.messages import Doc
-from shared.store import db as dbm
-from shared.store.server_time import ServerTime
+from shared.store.abc_web import IdempotencyRecords
 
-COLLECTION = dbm.IDEMPOTENCY
 TTL = dt.timedelta(hours=24)
 STALE_CLAIM = dt.timedelta(seconds=60)
 LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)  # a cut claim: stale for any process
 SKEW_READ_EVERY = dt.timedelta(minutes=5)  # how often the server's clock is read again
 MAX_KEY_LENGTH = 255
-INDEXES = [
-    IndexModel([("createdAt", ASCENDING)], name="idempotency_expire", expireAfterSeconds=86400)
-]
 
 
 @dataclass(frozen=True)
@@ -83,13 +73,15 @@ def fingerprint(*parts: Any) -> str:
 
 
 class IdempotencyStore:
-    def __init__(self, database: Database[Doc], clock: Clock = utcnow) -> None:
-        self.coll = database[COLLECTION]
+    """The rule above over ``records`` (``shared.store.abc_web``), for this process."""
+
+    def __init__(self, records: IdempotencyRecords, clock: Clock = utcnow) -> None:
+        self.records = records
         self.clock = clock
         self.owner = uuid.uuid4().hex  # this process, in the claims it makes
         self._running: dict[str, str] = {}  # record -> attempt, of this process's requests
         self._lock = threading.Lock()
-        self._now = ServerTime(database, clock, SKEW_READ_EVERY)  # the server's, as all agree
+        self._now = records.clock(clock, SKEW_READ_EVERY)  # the server's, as all agree
 
     @staticmethod
     def record_id(principal: str, route: str, key: str) -> str:
@@ -104,29 +96,27 @@ class IdempotencyStore:
         for _ in range(3):
             now = self._now()
             attempt = uuid.uuid4().hex
-            try:
-                self.coll.insert_one(
-                    {
-                        "_id": record_id,
-                        "hash": request_hash,
-                        "userId": user_id,
-                        "state": "running",
-                        "resourceId": fresh_id,
-                        "createdAt": now,
-                        "claimedAt": now,
-                        "owner": self.owner,
-                        "attempt": attempt,
-                    }
-                )
+            fresh = self.records.claim(
+                {
+                    "_id": record_id,
+                    "hash": request_hash,
+                    "userId": user_id,
+                    "state": "running",
+                    "resourceId": fresh_id,
+                    "createdAt": now,
+                    "claimedAt": now,
+                    "owner": self.owner,
+                    "attempt": attempt,
+                }
+            )
+            if fresh:
                 return self._hold(record_id, attempt, fresh_id)
-            except DuplicateKeyError:
-                pass
-            doc = self.coll.find_one({"_id": record_id})
+            doc = self.records.get(record_id)
             if doc is None:
                 continue  # expired or released meanwhile: claim again
             created = doc.get("createdAt") or now
             if now - created > TTL:
-                self.coll.delete_one({"_id": record_id, "createdAt": doc.get("createdAt")})
+                self.records.drop_expired(record_id, doc.get("createdAt"))
                 continue
             if doc.get("hash") != request_hash:
                 raise ApiProblem(
@@ -152,18 +142,13 @@ class IdempotencyStore:
                     headers={"Retry-After": "1"},
                 )
             # Cut, or its process died, or ours and over: take it over, under the same id.
-            taken = self.coll.update_one(
-                {"_id": record_id, "state": state, "claimedAt": doc.get("claimedAt")},
-                {
-                    "$set": {
-                        "state": "running",
-                        "claimedAt": now,
-                        "owner": self.owner,
-                        "attempt": attempt,
-                    }
-                },
+            taken = self.records.take_over(
+                record_id,
+                state,
+                doc.get("claimedAt"),
+                {"state": "running", "claimedAt": now, "owner": self.owner, "attempt": attempt},
             )
-            if taken.modified_count == 1:
+            if taken:
                 return self._hold(record_id, attempt, str(doc.get("resourceId") or fresh_id))
         raise ApiProblem(409, "could not claim the Idempotency-Key; retry", slug="conflict")
 
@@ -179,9 +164,8 @@ class IdempotencyStore:
 
     def finish(self, record_id: str, status: int, body: Any) -> None:
         try:
-            self.coll.update_one(
-                {"_id": record_id},
-                {"$set": {"state": "done", "status": status, "body": json.dumps(body)}},
+            self.records.complete(
+                record_id, {"state": "done", "status": status, "body": json.dumps(body)}
             )
         finally:
             self._let_go(record_id)
@@ -189,7 +173,7 @@ class IdempotencyStore:
     def release(self, record_id: str) -> None:
         """A refusal: nothing was made, the key is free again."""
         attempt = self._let_go(record_id)
-        self.coll.delete_one({"_id": record_id, "state": "running", "attempt": attempt})
+        self.records.release(record_id, attempt)
 
     def cut(self, record_id: str) -> None:
         """Cut off (an outage, a bug): part of the work may be done; the same request sent
@@ -197,7 +181,4 @@ class IdempotencyStore:
         ago (stale for any process, this code's or an earlier one's); if the outage refuses
         this write too, this process still knows the claim is its own and over."""
         attempt = self._let_go(record_id)
-        self.coll.update_one(
-            {"_id": record_id, "state": "running", "attempt": attempt},
-            {"$set": {"claimedAt": LONG_AGO}},
-        )
+        self.records.cut(record_id, attempt, LONG_AGO)

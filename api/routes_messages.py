@@ -17,8 +17,9 @@ from api.views import device_ids, message_out
 from shared.domain.messages import Status
 from shared.domain.validation import shown
 from shared.errors import InputError
-from shared.store import db as dbm
-from shared.store.history import EPOCH, messages_page
+from shared.instants import EPOCH
+from shared.store.mongo import reads
+from shared.store.mongo.history import messages_page
 
 router = APIRouter(tags=["messages"])
 
@@ -94,7 +95,7 @@ def list_messages(
     responses=READS,
 )
 def get_message(message_id: MessageId, b: BackendDep, _: AppCaller) -> MessageOut:
-    doc = b.db[dbm.MESSAGES].find_one({"_id": message_id})
+    doc = reads.message(b.db, message_id)
     if doc is None:
         raise ApiProblem(404, f"no message {shown(message_id)}")
     return message_out(doc, device_ids(b.db, [doc]))

@@ -19,8 +19,8 @@ from api.params import IdempotencyKey, PageDep, ReminderId, UserId
 from api.problems import NO_CONTENT, READS, WRITES, is_refusal, problem_responses
 from api.views import reminder_out
 from shared.domain.messages import Doc
-from shared.store import db as dbm
-from shared.store.history import last_occurrences
+from shared.store.mongo import reads
+from shared.store.mongo.history import last_occurrences
 
 router = APIRouter(prefix="/v1/users/{userId}/reminders", tags=["reminders"])
 
@@ -42,7 +42,7 @@ def spec_of(body: ReminderIn) -> ReminderSpec:
 def show(b: Backend, doc: Doc) -> ReminderOut:
     """One reminder with its next and last occurrence."""
     now = b.manager.now
-    user = b.db[dbm.USERS].find_one({"_id": doc["userId"]})
+    user = reads.user(b.db, doc["userId"])
     last = last_occurrences(b.db, doc["userId"], [doc], now).get(doc["_id"])
     return reminder_out(doc, user, now, last)
 
@@ -177,10 +177,7 @@ def list_reminders(
     limit = page.limit
     key = pages.decode(page.after, "reminders", (str,))
     user = b.manager.get_user(user_id)
-    flt: Doc = {"userId": user_id, "isDeleted": False}
-    if key is not None:
-        flt["_id"] = {"$gt": key[0]}
-    docs = list(b.db[dbm.REMINDERS].find(flt).sort("_id", 1).limit(limit + 1))
+    docs = reads.live_reminders(b.db, user_id, None if key is None else key[0], limit + 1)
     more = len(docs) > limit
     docs = docs[:limit]
     now = b.manager.now

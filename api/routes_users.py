@@ -11,8 +11,7 @@ from api.models import DeviceIn, DeviceOut, DevicePage, UserIn, UserOut
 from api.params import DeviceId, PageDep, UserId
 from api.problems import NO_CONTENT, READS, WRITES
 from api.views import device_out, user_out
-from shared.domain.messages import Doc
-from shared.store import db as dbm
+from shared.store.mongo import reads
 
 router = APIRouter(prefix="/v1/users", tags=["users"])
 
@@ -99,10 +98,8 @@ def list_devices(
     """By registration id; ``next`` links the next page."""
     key = pages.decode(page.after, "devices", (str,))
     b.manager.get_user(user_id)
-    flt: Doc = {"userId": user_id, "isActive": True}
-    if key is not None:
-        flt["_id"] = {"$gt": key[0]}
-    docs = list(b.db[dbm.TOKENS].find(flt).sort("_id", 1).limit(page.limit + 1))
+    after = None if key is None else key[0]
+    docs = reads.active_registrations(b.db, user_id, after, page.limit + 1)
     more = len(docs) > page.limit
     docs = docs[: page.limit]
     cursor = pages.encode("devices", [str(docs[-1]["_id"])]) if more else None

@@ -19,8 +19,8 @@ from api.models import DeviceOut, MessageOut, OccurrenceOut, ReminderOut, UserOu
 from shared.domain.localtime import next_occurrence, parse_hhmm
 from shared.domain.messages import Doc
 from shared.domain.validation import reminder_problem, user_problem
-from shared.store import db as dbm
-from shared.store.history import as_time
+from shared.instants import as_time
+from shared.store.mongo import reads
 
 
 def _str(v: Any) -> str | None:
@@ -133,13 +133,7 @@ def device_ids(database: Database[Doc], docs: list[Doc]) -> dict[str, str]:
     ids = sorted(
         {d["notificationTokenId"] for d in docs if isinstance(d.get("notificationTokenId"), str)}
     )
-    if not ids:
-        return {}
-    return {
-        t["_id"]: t["deviceId"]
-        for t in database[dbm.TOKENS].find({"_id": {"$in": ids}}, {"deviceId": 1})
-        if isinstance(t.get("deviceId"), str)
-    }
+    return reads.devices_of(database, ids)
 
 
 def message_out(doc: Doc, devices: Mapping[str, str]) -> MessageOut:

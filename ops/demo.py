@@ -45,6 +45,7 @@ from shared.errors import TransientError, TzpushError
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store.fleet import FleetShare
+from shared.store.mongo import reads
 
 log = logging.getLogger(__name__)
 
@@ -223,9 +224,9 @@ def run_demo(base: Settings, opts: DemoOptions) -> dict[str, Any]:
             console.print(f"{where}; {report.summary()}")
             show_api(api, console, "u00")
             # Changes of mind after planning: both show up as cancellations with their reasons.
-            r3 = database[dbm.REMINDERS].find_one({"userId": DISABLES_CATEGORY}) or {}
+            r3 = reads.a_reminder_of(database, DISABLES_CATEGORY) or {}
             manager.upsert_user(DISABLES_CATEGORY, categories={r3.get("category", "meal"): False})
-            r5 = database[dbm.REMINDERS].find_one({"userId": REMOVES_REMINDER}) or {}
+            r5 = reads.a_reminder_of(database, REMOVES_REMINDER) or {}
             if r5:
                 manager.remove_reminder(r5["_id"])
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from devstack.fake_expo import FakeExpo
 from ops.stats import percentile
 from shared.domain.messages import ENDED_WITHOUT_SUCCESS, Doc, Status
-from shared.store import db as dbm
+from shared.store.mongo import reads
 
 
 def _local(t: dt.datetime, zone: str) -> str:
@@ -99,8 +99,8 @@ class Snapshot:
 
 def take(database: Database[Doc], fake: FakeExpo) -> Snapshot:
     return Snapshot(
-        messages=list(database[dbm.MESSAGES].find()),
-        tokens=list(database[dbm.TOKENS].find()),
+        messages=reads.all_messages(database),
+        tokens=reads.all_registrations(database),
         pushes=fake.pushes(),
     )
 

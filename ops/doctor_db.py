@@ -17,7 +17,7 @@ from pymongo.errors import PyMongoError
 
 from ops import doctor_topology as topology
 from shared.clock import Clock, utcnow
-from shared.domain.messages import Doc, Status
+from shared.domain.messages import Doc
 from shared.domain.outcomes import EXPO_ERRORS, Level
 from shared.domain.validation import (
     BadDocument,
@@ -31,11 +31,11 @@ from shared.domain.validation import (
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store.intent import CHANGE_SKEW
+from shared.store.mongo.doctor import as_stages_read, project_failures
 
 SKEW_OK_S = 1.0  # above this, pushes leave this much early or late: warn
 SCAN_LIMIT = 20_000  # documents read per kind when looking for bad ones
 LIST_BAD = 20  # bad documents named in the check's detail (all are counted)
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass
@@ -149,39 +149,20 @@ def find_bad_documents(
     messages awaiting a receipt (the receipts poller).
     """
     cats = settings.categories
-    scans: list[tuple[str, str, str, Doc, Callable[[Doc], str | None]]] = [
-        (
-            "reminder",
-            "active reminders",
-            dbm.REMINDERS,
-            {"active": True, "isDeleted": False},
-            lambda d: reminder_problem(d, cats),
-        ),
-        ("user", "users", dbm.USERS, {}, user_problem),
-        ("token", "active tokens", dbm.TOKENS, {"isActive": True}, token_problem),
-        (
-            "message",
-            "pending messages",
-            dbm.MESSAGES,
-            # Ranges on the indexes' keys, as the janitor and the poller ask (no full scan).
-            {"status": Status.PENDING.value, "isDeleted": False, "scheduledAt": {"$gte": EPOCH}},
-            message_problem,
-        ),
-        (
-            "message",
-            "messages awaiting a receipt",
-            dbm.MESSAGES,
-            {"receipt.state": "pending", "receipt.checkAfter": {"$gte": EPOCH}},
-            receipt_problem,
-        ),
+    scans: list[tuple[str, str, Callable[[Doc], str | None]]] = [
+        ("reminder", "active reminders", lambda d: reminder_problem(d, cats)),
+        ("user", "users", user_problem),
+        ("token", "active tokens", token_problem),
+        ("message", "pending messages", message_problem),
+        ("message", "messages awaiting a receipt", receipt_problem),
     ]
     bad: dict[tuple[str, str], BadDocument] = {}
     read = 0
     notes: list[str] = []
-    for kind, what, coll, flt, problem_of in scans:
+    for kind, what, problem_of in scans:
         n = 0
         try:
-            for d in database[coll].find(flt).limit(limit):
+            for d in as_stages_read(database, what, limit):
                 n += 1
                 problem = problem_of(d)
                 if problem is not None:
@@ -228,18 +209,10 @@ def check_expo_errors(
     now = clock()
     codes = sorted(c.value for c, m in EXPO_ERRORS.items() if m.level is Level.PROJECT)
     after = now - since
-    flt: Doc = {
-        "status": Status.FAILED.value,
-        "$or": [
-            {"errorCode": {"$in": codes}, "finishedAt": {"$gte": after}},
-            {"receipt.error": {"$in": codes}, "receipt.checkedAt": {"$gte": after}},
-        ],
-    }
-    fields = {"errorCode": 1, "finishedAt": 1, "receipt.error": 1, "receipt.checkedAt": 1}
     seen: Counter[str] = Counter()
     last: dt.datetime | None = None
     try:
-        for d in database[dbm.MESSAGES].find(flt, fields).limit(PROJECT_ERRORS_READ):
+        for d in project_failures(database, codes, after, PROJECT_ERRORS_READ):
             receipt = d.get("receipt") or {}
             code = d.get("errorCode") if d.get("errorCode") in codes else receipt.get("error")
             at = d.get("finishedAt") if code == d.get("errorCode") else receipt.get("checkedAt")

@@ -41,6 +41,7 @@ from shared.replaying import (
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import replays
+from shared.store.mongo.replays import write_updates
 from shared.wire import Item, WakeUp, WireError, decode
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def queue(
             items.setdefault(d["category"], []).append(to_item(d))
     if left:
         with dbm.translate_errors("recording what the replay does not send"):
-            database[dbm.MESSAGES].bulk_write(left, ordered=False)
+            write_updates(database, left)
         counts[MALFORMED.replace(Status.IS_MISSED.value, replayer.origin.value)] += len(left)
     size = settings.creator.wakeup_size
     planned_ms = int(now.timestamp() * 1000)

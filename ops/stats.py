@@ -14,13 +14,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pymongo
-from bson.codec_options import CodecOptions, DatetimeConversion
 from pymongo.database import Database
 
 from shared.domain.messages import ENDED_WITHOUT_SUCCESS, Doc, Status
-from shared.store import db as dbm
+from shared.instants import EPOCH
 from shared.store import fleet
+from shared.store.mongo.figures import READ_BATCH, read_for_stats
 
 ENDED = ENDED_WITHOUT_SUCCESS
 TOP_REASONS = 10
@@ -49,32 +48,23 @@ def compute(
     read, a batch at a time. ``sent_since``: also count the pushes Expo accepted (``sentAt``)
     at or after it, by whole minute (``sent_per_minute``, for the console's chart).
 
-    One read of the messages (the fields the figures need) and one of the registrations, the
-    figures made here as the documents go by. As aggregations (five over the messages, two over
-    the registrations) each had to finish inside the driver's 30 s: 20.9 s in all at 200,000
-    messages on the server here, so at 1M each passed it. The server here answers a whole read
-    in its first round trip (about 6.5 s for 200,000 messages with these fields), so the reads
-    run under a deadline of their own (``READ_DEADLINE_S``); on MongoDB the batches come as read.
-    A document edited by hand never stops it: a figure's name that is not a string (none, a
-    list) counts under its text, a date out of range or a lateness that is not a finite number
-    is left out. Memory: the counts, and one integer per sent message for the percentiles.
+    One read of the messages (the fields the figures need) and one of the registrations
+    (``shared.store.mongo.figures.read_for_stats``: cursors, never aggregations), the figures
+    made here as the documents go by. A document edited by hand never stops it: a figure's
+    name that is not a string (none, a list) counts under its text, a date out of range or a
+    lateness that is not a finite number is left out. Memory: the counts, and one integer per
+    sent message for the percentiles.
     """
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=dt.UTC)
     f = _Figures(since, sent_since)
-    active = inactive = 0
-    with pymongo.timeout(READ_DEADLINE_S):
-        coll = database[dbm.MESSAGES].with_options(codec_options=LENIENT)
-        for d in coll.find({}, FIELDS).batch_size(READ_BATCH):
-            f.add(d)
-            if progress is not None and f.seen % READ_BATCH == 0:
-                progress(READ_BATCH)
-        regs = database[dbm.TOKENS].with_options(codec_options=LENIENT)
-        for t in regs.find({}, {"isActive": 1}).batch_size(READ_BATCH):
-            if t.get("isActive") is True:
-                active += 1
-            elif t.get("isActive") is False:
-                inactive += 1
+
+    def add(d: Doc) -> None:
+        f.add(d)
+        if progress is not None and f.seen % READ_BATCH == 0:
+            progress(READ_BATCH)
+
+    active, inactive = read_for_stats(database, add)
     if progress is not None and f.seen % READ_BATCH:
         progress(f.seen % READ_BATCH)
     messages, by_category, reasons, sent = f.messages, f.by_category, f.reasons, f.sent
@@ -101,21 +91,6 @@ def compute(
     if sent_since is not None:
         out["sent_per_minute"] = dict(sorted(sent.items()))
     return out
-
-
-READ_BATCH = 5000  # documents per round trip (on MongoDB; the server here sends all at once)
-READ_DEADLINE_S = 900.0  # the whole read: about 33 s a million messages here
-FIELDS = {
-    "_id": 0,
-    **dict.fromkeys(
-        ("status", "category", "reason", "lateness_ms", "scheduledAt", "isDeleted", "sentAt"), 1
-    ),
-}
-# Dates the calendar cannot hold (written by hand) come back as DatetimeMS, not an error.
-LENIENT: CodecOptions[Doc] = CodecOptions(
-    tz_aware=True, tzinfo=dt.UTC, datetime_conversion=DatetimeConversion.DATETIME_AUTO
-)
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class _Figures:

@@ -9,12 +9,21 @@ uses it now; the HTTP API will use the same function so both accept the same tex
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from dateutil.parser import isoparse
 
 from shared.errors import InputError
 
 EXAMPLE = "2024-05-01T08:00Z"
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def as_time(v: Any) -> dt.datetime | None:
+    """A stored instant, aware (a naive one is UTC); None for anything else."""
+    if not isinstance(v, dt.datetime):
+        return None
+    return v if v.tzinfo else v.replace(tzinfo=dt.UTC)
 
 
 def parse_instant(raw: str | None, *, what: str = "instant") -> dt.datetime | None:

@@ -31,12 +31,15 @@ def install(app: FastAPI, backend: Backend) -> None:
     from api.console.replays import Runs
     from api.console.session import Sessions
     from api.console.web import STATIC_DIR, STATIC_PATH, Console
+    from shared.store.mongo.web import MongoSessions
 
     settings = backend.settings
     app.state.console = Console(
         backend=backend,
         sessions=Sessions(
-            lambda: backend.db, settings.api.keys, settings.api.console_session_hours
+            lambda: MongoSessions(backend.db),
+            settings.api.keys,
+            settings.api.console_session_hours,
         ),
         health=HealthCache(settings),
         runs=Runs(backend),

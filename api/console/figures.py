@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pymongo.database import Database
@@ -23,8 +22,9 @@ from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import REPLAY_CAUSES
 from shared.domain.plan import group_wakeups
 from shared.domain.replay import says_a_cause
+from shared.instants import EPOCH
 from shared.settings import Settings
-from shared.store import db as dbm
+from shared.store.mongo import figures as stored
 
 WINDOWS: dict[str, dt.timedelta | None] = {
     "1h": dt.timedelta(hours=1),
@@ -48,8 +48,6 @@ WAKEUPS_LISTED = 200
 # (edited by hand) is counted in its hour but left out of the wake-ups, as the planner skips it.
 REQUIRED_FOR_WAKEUPS = ("userId", "reminderId", "notificationTokenId", "token")
 PROBLEMS_LISTED = 200
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 
 
 def window_start(window: str, now: dt.datetime) -> dt.datetime | None:
@@ -122,19 +120,10 @@ def upcoming(database: Database[Doc], settings: Settings, now: dt.datetime) -> U
         start + dt.timedelta(hours=i) for i in range(25) if start + dt.timedelta(hours=i) < end
     ]
     counts: dict[dt.datetime, dict[str, int]] = {h: defaultdict(int) for h in hours}
-    pending = {"status": Status.PENDING.value, "isDeleted": False}
-    fields = {
-        "scheduledAt": 1,
-        "category": 1,
-        "userId": 1,
-        "reminderId": 1,
-        "notificationTokenId": 1,
-        "token": 1,
-        "plannedAt": 1,
-    }
+    fields = ("scheduledAt", "category", "plannedAt", *REQUIRED_FOR_WAKEUPS)
     docs: list[Doc] = []
     read_all = True
-    for d in _hour_by_hour(database, pending, fields, now, end):
+    for d in stored.pending_due(database, fields, now, end):
         at, cat = d.get("scheduledAt"), d.get("category")
         if not isinstance(at, dt.datetime) or not isinstance(cat, str):
             continue
@@ -146,9 +135,7 @@ def upcoming(database: Database[Doc], settings: Settings, now: dt.datetime) -> U
                 docs.append(d)
         else:
             read_all = False
-    overdue = database[dbm.MESSAGES].count_documents(
-        {**pending, "scheduledAt": {"$gte": EPOCH, "$lt": now}}
-    )
+    overdue = stored.count_overdue(database, now)
     seen = {c for per in counts.values() for c in per}
     categories = [c for c in settings.categories if c in seen] + sorted(
         seen - set(settings.categories)
@@ -186,21 +173,6 @@ def _at(ms: int) -> dt.datetime:
     return EPOCH + dt.timedelta(milliseconds=ms)
 
 
-def _hour_by_hour(
-    database: Database[Doc], flt: Doc, fields: Doc, start: dt.datetime, end: dt.datetime
-) -> Iterator[Doc]:
-    """The documents of ``flt`` due in ``[start, end)``, an hour's range of the index at a time:
-    the server here answers a whole read in its first round trip, and a day of a million
-    reminders read at once came near the driver's 30 s."""
-    lo = start
-    while lo < end:
-        hi = min(end, lo.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1))
-        yield from database[dbm.MESSAGES].find(
-            {**flt, "scheduledAt": {"$gte": lo, "$lt": hi}}, fields
-        )
-        lo = hi
-
-
 # -- problems --------------------------------------------------------------------------------
 PROBLEM_STATUSES = (Status.IS_MISSED.value, Status.FAILED.value)
 
@@ -213,16 +185,16 @@ class ProblemFilter:
     since: dt.datetime | None = None
     until: dt.datetime | None = None
 
-    def query(self, status: str | None = None) -> Doc:
-        q: Doc = {
-            "status": status or self.status,
-            "scheduledAt": {"$gte": self.since or EPOCH, "$lt": self.until or FAR},
-        }
-        if self.category:
-            q["category"] = self.category
-        if self.user:
-            q["userId"] = self.user
-        return q
+    def reads(self, database: Database[Doc]) -> stored.ProblemReads:
+        """The reads of the messages this filter matches."""
+        return stored.ProblemReads(
+            database,
+            self.status,
+            category=self.category,
+            user=self.user,
+            since=self.since,
+            until=self.until,
+        )
 
 
 @dataclass
@@ -235,44 +207,24 @@ class Problems:
 
 def replayable_failed(database: Database[Doc], message_id: str) -> bool:
     """Whether a failed message is one a replay takes (a project-level cause)."""
-    # Read by _id and judged here: an _id beside an ``$or`` reads every message on this server.
-    doc = database[dbm.MESSAGES].find_one(
-        {"_id": message_id, "status": Status.FAILED.value}, {"errorCode": 1, "receipt": 1}
-    )
+    doc = stored.failure_causes(database, message_id)
     return doc is not None and _replayable(doc)
 
 
 def problems(database: Database[Doc], flt: ProblemFilter) -> Problems:
     """The messages the filter matches (its one status) grouped by reason, most first, and
     listed, latest due first."""
-    coll = database[dbm.MESSAGES]
-    q = flt.query()
-    rows = coll.aggregate(
-        [{"$match": q}, {"$group": {"_id": "$reason", "n": {"$sum": 1}}}, {"$sort": {"n": -1}}]
-    )
-    reasons = [{"status": flt.status, "reason": r["_id"], "count": r["n"]} for r in rows]
+    reads = flt.reads(database)
+    reasons = [{"status": flt.status, "reason": r, "count": n} for r, n in reads.reasons()]
     reasons.sort(key=lambda r: (-r["count"], str(r["reason"])))
     if flt.status == Status.FAILED.value:
-        # Counted here from one read of the failed messages (the index ``failed_by_time``): the
-        # cause filter is an ``$or``, for which the server here reads every message.
-        takes = [_replayable(d) for d in coll.find(q, {"errorCode": 1, "receipt": 1})]
+        # Counted here from one read of the failed messages (the index ``failed_by_time``).
+        takes = [_replayable(d) for d in reads.causes()]
         total, replayable = len(takes), sum(takes)
     else:
-        total = coll.count_documents(q)
+        total = reads.count()
         replayable = total
-    fields = {
-        "userId": 1,
-        "category": 1,
-        "label": 1,
-        "status": 1,
-        "reason": 1,
-        "scheduledAt": 1,
-        "finishedAt": 1,
-        "errorCode": 1,
-        "receipt": 1,
-        "replay": 1,
-    }
-    docs = list(coll.find(q, fields).sort([("scheduledAt", -1), ("_id", 1)]).limit(PROBLEMS_LISTED))
+    docs = reads.latest(PROBLEMS_LISTED)
     for d in docs:
         d["replayable"] = d.get("status") == Status.IS_MISSED.value or _replayable(d)
     return Problems(reasons=reasons, messages=docs, total=total, replayable=replayable)

@@ -17,14 +17,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo.collection import Collection
 from pymongo.database import Database
 
 from api.models import ReminderOut, UserOut
 from api.views import reminder_out, user_out
 from shared.domain.messages import Doc
-from shared.store import db as dbm
-from shared.store.history import last_occurrences, ranges_back
+from shared.store.mongo import reads
+from shared.store.mongo.history import last_occurrences
 
 TIMELINE = 50
 # A user's messages are counted back from the timeline's end up to this many ("or more"
@@ -47,29 +46,13 @@ class UserRecord:
 def user_record(
     database: Database[Doc], user_id: str, categories: Any, now: dt.datetime
 ) -> UserRecord:
-    doc = database[dbm.USERS].find_one({"_id": user_id})
-    tokens = list(
-        database[dbm.TOKENS].find({"userId": user_id}).sort("createdAt", -1).limit(TOKENS_LISTED)
-    )
-    reminders = list(
-        database[dbm.REMINDERS]
-        .find({"userId": user_id, "isDeleted": {"$ne": True}})
-        .sort("_id", 1)
-        .limit(REMINDERS_LISTED)
-    )
+    doc = reads.user(database, user_id)
+    tokens = reads.registrations_of(database, user_id, TOKENS_LISTED)
+    reminders = reads.reminders_of(database, user_id, REMINDERS_LISTED)
     last = last_occurrences(database, user_id, reminders, now)
-    coll = database[dbm.MESSAGES]
-    # The API's index (userId, scheduledAt) serves these reads; the latest are read back a
-    # window at a time until a timeline's worth is found (shared.store.history.ranges_back).
     ahead = now + dt.timedelta(days=2)
-    messages: list[Doc] = []
-    for rng in ranges_back(ahead):
-        flt = {"userId": user_id, "scheduledAt": rng}
-        want = TIMELINE - len(messages)
-        messages += coll.find(flt).sort([("scheduledAt", -1), ("_id", 1)]).limit(want)
-        if len(messages) >= TIMELINE:
-            break
-    total, more = _count(coll, user_id, ahead)
+    messages = reads.latest_messages(database, user_id, ahead, TIMELINE)
+    total, more = reads.count_messages(database, user_id, ahead, COUNTED)
     return UserRecord(
         user=user_out(doc, categories) if doc is not None else None,
         tokens=tokens,
@@ -78,17 +61,6 @@ def user_record(
         message_total=total,
         message_total_more=more,
     )
-
-
-def _count(coll: Collection[Doc], user_id: str, ahead: dt.datetime) -> tuple[int, bool]:
-    """How many messages the user has, counted back a window at a time up to ``COUNTED``; and
-    whether counting stopped there (there may be more)."""
-    total = coll.count_documents({"userId": user_id, "scheduledAt": {"$gt": ahead}})
-    for rng in ranges_back(ahead):
-        total += coll.count_documents({"userId": user_id, "scheduledAt": rng})
-        if total >= COUNTED:
-            return total, True
-    return total, False
 
 
 @dataclass
@@ -108,11 +80,10 @@ class MessageRecord:
 
 
 def message_record(database: Database[Doc], message_id: str) -> MessageRecord | None:
-    msg = database[dbm.MESSAGES].find_one({"_id": message_id})
-    if msg is None:
+    state = reads.message_state(database, message_id)
+    if state is None:
         return None
-    guard = database[dbm.SENDS].find_one({"_id": message_id})
-    token = database[dbm.TOKENS].find_one({"_id": msg.get("notificationTokenId")})
-    # Attempt records live until their outcome is recorded (days at most): few, no index needed.
-    attempts = list(database[dbm.ATTEMPTS].find({"ids": message_id}).sort("at", 1).limit(50))
-    return MessageRecord(message=msg, guard=guard, token=token, attempts=attempts)
+    attempts = reads.attempts_naming(database, message_id)
+    return MessageRecord(
+        message=state.message, guard=state.guard, token=state.token, attempts=attempts
+    )

@@ -29,8 +29,8 @@ from pymongo.database import Database
 from api.deps import Backend
 from ops.replay import Selection, queue, resume, select
 from shared.domain.messages import Doc, Status
-from shared.store import db as dbm
 from shared.store import replays as stored
+from shared.store.mongo.figures import run_messages
 
 log = logging.getLogger(__name__)
 
@@ -131,17 +131,7 @@ class Progress:
 def progress(database: Database[Doc], run_id: str, run: Run | None) -> Progress:
     """The messages of ``run_id``: by their ids when this process started it, else by the run
     id they carry (a scan: no index serves ``replay.run``; replays are rare)."""
-    flt: Doc = {"_id": {"$in": run.ids}} if run is not None else {"replay.run": run_id}
-    fields = {
-        "userId": 1,
-        "category": 1,
-        "label": 1,
-        "status": 1,
-        "reason": 1,
-        "scheduledAt": 1,
-        "replay": 1,
-    }
-    docs = list(database[dbm.MESSAGES].find(flt, fields).sort([("scheduledAt", 1), ("_id", 1)]))
+    docs = run_messages(database, run_id, run.ids if run is not None else None)
     by_status = Counter(str(d.get("status")) for d in docs)
     return Progress(
         by_status=dict(sorted(by_status.items())), messages=docs[:SHOWN], total=len(docs)

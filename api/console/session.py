@@ -1,16 +1,17 @@
-"""Console logins: sessions kept in MongoDB, their CSRF tokens, and the login form's own token.
+"""Console logins: sessions kept in the database, their CSRF tokens, and the login form's token.
 
 An operator logs in once with an ``ops`` key (the API's bearer keys, ``api.keys``); the console
 then knows them by a cookie, never by the key, which is neither stored nor logged. The cookie
-carries only a random session id (256 bits); the session itself is a document of
-``console_sessions``, shared by every API process, so any of them serves any request of a
-session (several tasks behind a load balancer need no sticky sessions). The document:
+carries only a random session id (256 bits); the session itself is a record of the console's
+sessions (``shared.store.abc_web.SessionRecords``), shared by every API process, so any of them
+serves any request of a session (several tasks behind a load balancer need no sticky sessions).
+The record:
 ``_id`` the SHA-256 of the cookie's id (a copy of the database holds no usable cookie),
 ``keyName``, ``keyId`` (which configured key logged in: a digest of its stored hash), ``csrf``,
 ``createdAt`` and ``expiresAt`` (after ``TZPUSH_API__CONSOLE_SESSION_HOURS``; checked at each
-read, and a TTL index removes the document). A session ends:
+read, and the store removes it: a TTL index on MongoDB). A session ends:
 
-- at "Log out": the document is deleted, so every process refuses the cookie at once, whoever
+- at "Log out": the record is deleted, so every process refuses the cookie at once, whoever
   holds a copy of it;
 - when its time is up;
 - when its key is gone: each request checks that the key it logged in with is still configured
@@ -34,26 +35,17 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from pymongo import ASCENDING, IndexModel
-from pymongo.database import Database
 
 from api.keys import GRANTS, hash_key
 from shared.settings import ApiKey
+from shared.store.abc_web import SessionRecords
 
 COOKIE = "tzpush_console"
 LOGIN_COOKIE = "tzpush_console_login"
 COOKIE_PATH = "/console"
 LOGIN_TTL_S = 3600  # a login form is good for an hour
 MAX_COOKIE = 1024  # longer values are refused unread
-COLLECTION = "console_sessions"
-INDEXES = [
-    IndexModel([("expiresAt", ASCENDING)], name="console_sessions_expire", expireAfterSeconds=0)
-]
 _SID = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
-
-Doc = dict[str, Any]
 
 
 def _digest(sid: str) -> str:
@@ -84,18 +76,18 @@ class ConsoleSession:
 
 
 class Sessions:
-    """Issues, reads and ends sessions in ``database()[COLLECTION]`` for the ``ops`` keys of
-    ``keys``. ``database`` is called at each use (the backend's database, opened later)."""
+    """Issues, reads and ends sessions in ``records()`` for the ``ops`` keys of ``keys``.
+    ``records`` is called at each use (the backend's database, opened later)."""
 
     def __init__(
         self,
-        database: Callable[[], Database[Doc]],
+        records: Callable[[], SessionRecords],
         keys: Sequence[ApiKey],
         hours: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ttl_s = max(1, int(hours * 3600))
-        self._database = database
+        self._records = records
         self._clock = clock
         self._ops = {
             _key_id(k.sha256.get_secret_value()): k.name
@@ -115,7 +107,7 @@ class Sessions:
         session = ConsoleSession(
             _digest(sid), name, int(expires.timestamp()), secrets.token_urlsafe(32)
         )
-        self._database()[COLLECTION].insert_one(
+        self._records().add(
             {
                 "_id": session.sid,
                 "keyName": name,
@@ -132,7 +124,7 @@ class Sessions:
         key no longer configured with scope ops."""
         if not value or not _SID.fullmatch(value):
             return None
-        doc = self._database()[COLLECTION].find_one({"_id": _digest(value)})
+        doc = self._records().get(_digest(value))
         if doc is None:
             return None
         expires = doc.get("expiresAt")
@@ -150,7 +142,7 @@ class Sessions:
 
     def end(self, session: ConsoleSession) -> None:
         """Log out: the session is deleted, and its cookie refused by every process from now."""
-        self._database()[COLLECTION].delete_one({"_id": session.sid})
+        self._records().delete(session.sid)
 
     def csrf_ok(self, session: ConsoleSession, presented: str | None) -> bool:
         return bool(presented) and _same(session.csrf, str(presented))

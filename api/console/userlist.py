@@ -16,11 +16,10 @@ from pymongo.database import Database
 
 from api import pages
 from shared.domain.messages import Doc
-from shared.store import db as dbm
-from shared.store.history import as_time
+from shared.instants import as_time
+from shared.store.mongo import reads
 
 KIND = "console-users"
-FIELDS = {"timezone": 1, "prefs.enabled": 1, "dailyCap": 1, "createdAt": 1}
 
 
 @dataclass
@@ -63,13 +62,11 @@ def user_page(database: Database[Doc], prefix: str, after: str | None, limit: in
     ``prefix``, and the next page's cursor. Raises ``api.problems.ApiProblem`` (422) for a
     cursor this list did not give out."""
     key = pages.decode(after, KIND, (str,))
-    rng: Doc = {"$gte": prefix}
+    lowest, inclusive = prefix, True
     if key is not None and key[0] >= prefix:
-        rng = {"$gt": key[0]}
+        lowest, inclusive = key[0], False
     upper = _after_prefix(prefix)
-    if upper is not None:
-        rng["$lt"] = upper
-    docs = list(database[dbm.USERS].find({"_id": rng}, FIELDS).sort("_id", 1).limit(limit + 1))
+    docs = reads.users_by_id(database, lowest, inclusive=inclusive, below=upper, limit=limit + 1)
     more = len(docs) > limit
     docs = docs[:limit]
     cursor = pages.encode(KIND, [str(docs[-1]["_id"])]) if more else None

@@ -11,7 +11,7 @@ from typing import Any
 
 from shared.domain.messages import Status
 from shared.errors import InputError, NotFoundError
-from shared.instants import parse_instant
+from shared.instants import as_time, parse_instant
 from shared.settings import Settings
 from shared.terminal import command, subcommands
 
@@ -46,20 +46,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_messages_show(args: argparse.Namespace, settings: Settings) -> int:
     """Prints one message with its send guard and token as JSON; NotFoundError if there is none."""
     from shared.store import db as dbm
+    from shared.store.mongo.reads import message_state
 
     database = dbm.connect(settings.mongo)
     try:
         with dbm.translate_errors("reading the message"):
-            msg = database[dbm.MESSAGES].find_one({"_id": args.message_id})
-            if msg is None:
-                raise NotFoundError(f"no message {args.message_id!r}")
-            guard = database[dbm.SENDS].find_one({"_id": args.message_id})
-            token = database[dbm.TOKENS].find_one({"_id": msg.get("notificationTokenId")})
+            state = message_state(database, args.message_id)
     finally:
         database.client.close()
+    if state is None:
+        raise NotFoundError(f"no message {args.message_id!r}")
+    token = state.token
     out = {
-        "message": msg,
-        "sendGuard": guard,
+        "message": state.message,
+        "sendGuard": state.guard,
         "token": token and {k: token.get(k) for k in ("_id", "isActive", "deactivationReason")},
     }
     print(json.dumps(out, indent=2, default=str))
@@ -77,18 +77,16 @@ MESSAGE_COLUMNS: dict[str, Any] = {
 
 
 def _utc(t: Any) -> str:
-    from shared.store.history import as_time
-
     at = as_time(t)
     return "" if at is None else at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cmd_messages_list(args: argparse.Namespace, settings: Settings) -> int:
     """The user's messages due in ``[--since, --until)``, oldest first (the HTTP API's read:
-    ``shared.store.history.messages_page``), and the command that shows the next ones."""
+    ``shared.store.mongo.history.messages_page``), and the command that shows the next ones."""
     from shared.domain.validation import validate_id
     from shared.store import db as dbm
-    from shared.store.history import messages_page
+    from shared.store.mongo.history import messages_page
     from shared.terminal import print_rows
 
     user_id = validate_id(args.user_id, "user id")
@@ -136,8 +134,6 @@ def _after(raw: str | None) -> tuple[dt.datetime, str] | None:
 
 def _next_command(args: argparse.Namespace, user_id: str, last: dict[str, Any]) -> str:
     """The command that lists what follows ``last``, with this one's options, shell-quoted."""
-    from shared.store.history import as_time
-
     due = as_time(last["scheduledAt"])  # the page's range read only datetimes
     assert due is not None
     at = due.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

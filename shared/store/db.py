@@ -53,6 +53,10 @@ CREATORS = "planner_creators"
 # The HTTP API's Idempotency-Key records (``api.idempotency``, which makes its indexes); named
 # here so an erasure can remove a user's (``shared.store.erasure.forget_requests``).
 IDEMPOTENCY = "api_idempotency"
+# The console's logins (``api.console.session``).
+CONSOLE_SESSIONS = "console_sessions"
+# The HTTP API's own collections: ``shared.store.mongo.web`` makes their indexes (expiry).
+API_COLLECTIONS = (IDEMPOTENCY, CONSOLE_SESSIONS)
 
 ALL_COLLECTIONS = (
     USERS,

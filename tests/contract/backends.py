@@ -13,8 +13,11 @@ from typing import Any
 from shared.domain.messages import Doc
 from shared.store import db as dbm
 from shared.store.abc import ConsumerStores
+from shared.store.abc_web import WebStores
 from shared.store.memory import Tables, memory_stores
+from shared.store.memory.web import memory_web_stores
 from shared.store.mongo import consumer_stores
+from shared.store.mongo.web import web_stores
 
 COLLECTIONS = {
     "users": dbm.USERS,
@@ -54,3 +57,36 @@ def mongo_backend(database: Any) -> Backend:
         return found
 
     return Backend("mongo", consumer_stores(database), seed, raw)
+
+
+# -- the HTTP API's own records (shared.store.abc_web) ------------------------------------------
+WEB_COLLECTIONS = {"idempotency": dbm.IDEMPOTENCY, "sessions": dbm.CONSOLE_SESSIONS}
+
+
+@dataclass
+class WebBackend:
+    """The HTTP API's stores of one adapter family, and raw seeding and reading."""
+
+    name: str
+    stores: WebStores
+    seed: Callable[..., None]  # seed(table, *docs)
+    raw: Callable[[str, str], Doc | None]  # raw(table, id)
+
+
+def memory_web_backend() -> WebBackend:
+    tables = Tables()
+    return WebBackend("memory", memory_web_stores(tables), tables.put, tables.get)
+
+
+def mongo_web_backend(database: Any) -> WebBackend:
+    stores = web_stores(database)
+    stores.ensure_expiry()
+
+    def seed(table: str, *docs: Doc) -> None:
+        database[WEB_COLLECTIONS[table]].insert_many([dict(d) for d in docs])
+
+    def raw(table: str, doc_id: str) -> Doc | None:
+        found: Doc | None = database[WEB_COLLECTIONS[table]].find_one({"_id": doc_id})
+        return found
+
+    return WebBackend("mongo", stores, seed, raw)

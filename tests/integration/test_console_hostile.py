@@ -199,7 +199,8 @@ def test_messages_edited_by_hand_leave_the_figures_standing(api, db):
     integer holds or not a number, a send time that is text: the overview page,
     ``tzpush stats`` and ``GET /v1/stats`` still answer (the single read of the messages made
     each of these a crash: an unhashable reason, an overflow). A date past year 9999 cannot be
-    stored on the server here; on MongoDB the read decodes it leniently (``ops.stats.LENIENT``)."""
+    stored on the server here; on MongoDB the read decodes it leniently
+    (``shared.store.mongo.figures.LENIENT``)."""
     from ops.stats import compute
     from shared.store import db as dbm
     from tests.integration.ops_helpers import run_cli

@@ -16,6 +16,7 @@ from api.console import session
 from api.keys import hash_key
 from shared.settings import ApiKey
 from shared.store import db as dbm
+from shared.store.mongo.web import MongoSessions
 from tests.integration.test_api_support import ApiServer, prepare
 from tests.integration.test_console_support import (
     csrf_of,
@@ -129,7 +130,7 @@ def test_a_session_is_a_random_id_kept_in_the_database_and_ends(api, fresh):
     with login(api) as c:
         cookie = c.cookies["tzpush_console"]
         assert re.fullmatch(r"[A-Za-z0-9_-]{43}", cookie)  # 256 random bits, nothing else
-        (doc,) = fresh[session.COLLECTION].find()
+        (doc,) = fresh[dbm.CONSOLE_SESSIONS].find()
         assert doc["keyName"] == "oncall" and doc["_id"] != cookie  # the id's digest only
         assert cookie not in repr(doc) and api.ops_key not in repr(doc)
         assert doc["csrf"] == csrf_of(c.get("/console/").text)
@@ -141,7 +142,7 @@ def test_a_session_is_a_random_id_kept_in_the_database_and_ends(api, fresh):
     now = [float(int(time.time()))]
     key = api.ops_key
     keys = [ApiKey(name="oncall", scope="ops", sha256=SecretStr(hash_key(key)))]
-    sessions = session.Sessions(lambda: fresh, keys, hours=0.5, clock=lambda: now[0])
+    sessions = session.Sessions(lambda: MongoSessions(fresh), keys, hours=0.5, clock=lambda: now[0])
     value, s = sessions.issue("oncall", key)
     assert sessions.read(value) == s and s.name == "oncall"
     now[0] += 1799
@@ -151,7 +152,7 @@ def test_a_session_is_a_random_id_kept_in_the_database_and_ends(api, fresh):
     value, s = sessions.issue("oncall", key)
     sessions.end(s)
     assert sessions.read(value) is None
-    assert fresh[session.COLLECTION].find_one({"_id": s.sid}) is None  # deleted at logout
+    assert fresh[dbm.CONSOLE_SESSIONS].find_one({"_id": s.sid}) is None  # deleted at logout
     nonce = sessions.login_nonce()
     assert sessions.login_ok(nonce, sessions.login_token(nonce))
     assert not sessions.login_ok(nonce, sessions.login_token(nonce + "x"))

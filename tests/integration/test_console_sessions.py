@@ -21,6 +21,7 @@ from api.console import session
 from api.keys import hash_key, new_key
 from shared.settings import ApiKey
 from shared.store import db as dbm
+from shared.store.mongo.web import MongoSessions
 from tests.integration.test_api_support import ApiServer, consumer_burst, prepare, start_api
 from tests.integration.test_console_support import (
     csrf_of,
@@ -140,7 +141,7 @@ def test_a_removed_or_changed_key_ends_its_sessions(fresh):
 
     def sessions(*keys: tuple[str, str, str]) -> session.Sessions:
         configured = [ApiKey(name=n, scope=sc, sha256=SecretStr(hash_key(k))) for n, sc, k in keys]
-        return session.Sessions(lambda: fresh, configured, hours=1)
+        return session.Sessions(lambda: MongoSessions(fresh), configured, hours=1)
 
     a = sessions(("oncall", "ops", key), ("backend", "app", other))
     value, s = a.issue("oncall", key)

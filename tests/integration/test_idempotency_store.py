@@ -8,13 +8,15 @@ import datetime as dt
 
 import pytest
 
-from api.idempotency import COLLECTION, Claim, IdempotencyStore
+from api.idempotency import Claim, IdempotencyStore
 from api.problems import ApiProblem
 from shared.clock import utcnow
+from shared.store import db as dbm
+from shared.store.mongo.web import MongoIdempotency
 
 
 def _store(db, offset: dt.timedelta = dt.timedelta(0)) -> IdempotencyStore:
-    return IdempotencyStore(db, lambda: utcnow() + offset)
+    return IdempotencyStore(MongoIdempotency(db), lambda: utcnow() + offset)
 
 
 def _in_use(store: IdempotencyStore, record: str) -> bool:
@@ -36,7 +38,7 @@ def test_a_process_whose_clock_runs_ahead_does_not_take_over_a_request_still_run
     assert isinstance(c.begin("rec2", "h", "id-c"), Claim)
     c._running.clear()  # c died: its claim is left running
     shift = [dt.timedelta(0)]
-    d = IdempotencyStore(db, lambda: utcnow() + shift[0])
+    d = IdempotencyStore(MongoIdempotency(db), lambda: utcnow() + shift[0])
     assert _in_use(d, "rec2")  # not stale for a host on time, although C's clock is ahead
     shift[0] = dt.timedelta(seconds=61)  # a minute later (the server's clock read before)
     assert d.begin("rec2", "h", "fresh").resource_id == "id-c"  # type: ignore[union-attr]
@@ -44,7 +46,7 @@ def test_a_process_whose_clock_runs_ahead_does_not_take_over_a_request_still_run
 
 def test_a_process_never_takes_over_its_own_request_still_running(db):
     clock = [utcnow()]
-    store = IdempotencyStore(db, lambda: clock[0])
+    store = IdempotencyStore(MongoIdempotency(db), lambda: clock[0])
     first = store.begin("rec", "h", "id-1")
     assert isinstance(first, Claim)
     clock[0] += dt.timedelta(seconds=120)  # the first attempt is slow, not dead
@@ -55,7 +57,7 @@ def test_a_process_never_takes_over_its_own_request_still_running(db):
 
 def test_a_record_an_earlier_version_left_failed_is_taken_over_at_once(db):
     now = utcnow()
-    db[COLLECTION].insert_one(
+    db[dbm.IDEMPOTENCY].insert_one(
         {"_id": "rec", "hash": "h", "state": "failed", "resourceId": "id-old", "createdAt": now}
     )
     claim = _store(db).begin("rec", "h", "fresh")

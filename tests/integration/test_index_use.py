@@ -301,7 +301,7 @@ def test_a_users_messages_are_read_through_an_index(world, reads):
     every message ever planned (4.1 s at 200,000 here, against 3 ms for the first page)."""
     from api.app import ensure_api_indexes
     from api.console.records import user_record
-    from shared.store.history import last_occurrences, messages_page
+    from shared.store.mongo.history import last_occurrences, messages_page
 
     ensure_api_indexes(world.db)
     dbm.ensure_indexes(world.db)
@@ -583,7 +583,7 @@ def test_a_users_messages_page_through_instants_shared_by_more_than_a_page(world
     """Pages in the index's order, the order by id within an instant made by ``messages_page``
     (one instant's messages read whole): every message once, in (instant, id) order, whatever
     the page size, with an instant shared by more messages than a page holds."""
-    from shared.store.history import messages_page
+    from shared.store.mongo.history import messages_page
 
     dbm.ensure_indexes(world.db)
     base = {"userId": "ties", "isDeleted": False, "category": "meal", "status": "success"}
@@ -641,7 +641,7 @@ def test_a_users_recent_messages_are_read_without_their_history(world, reads, mo
     message of the reminders listed, each page every message from its cursor on, the console's
     timeline and count the whole history."""
     from api.console.records import user_record
-    from shared.store.history import last_occurrences, messages_page
+    from shared.store.mongo.history import last_occurrences, messages_page
 
     dbm.ensure_indexes(world.db)
     born = T0 - dt.timedelta(days=400)

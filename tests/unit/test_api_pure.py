@@ -146,13 +146,13 @@ def test_new_key_prints_a_key_and_its_settings_entry(capsys):
 
 
 def test_a_users_messages_are_read_in_windows_that_meet_end_to_end():
-    """``ranges_forward`` and ``ranges_back`` (shared.store.history): windows that grow, each
+    """``ranges_forward`` and ``ranges_back`` (shared.store.mongo.history): windows that grow, each
     starting where the last ended, the last one open (or ending at ``end``); nothing read
     twice, no gap; an instant at the ends of time gives the rest in one window, not an
     overflow (a 500)."""
     import datetime as dt
 
-    from shared.store.history import BACK, ranges_back, ranges_forward
+    from shared.store.mongo.history import BACK, ranges_back, ranges_forward
 
     t = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
     fwd = list(ranges_forward(t, None))

@@ -33,6 +33,8 @@ class Tables:
     changes: dict[str, Doc] = field(default_factory=dict)
     counters: dict[str, Doc] = field(default_factory=dict)
     senders: dict[str, Doc] = field(default_factory=dict)
+    idempotency: dict[str, Doc] = field(default_factory=dict)  # the API's Idempotency-Key records
+    sessions: dict[str, Doc] = field(default_factory=dict)  # the console's logins
 
     def put(self, table: str, *docs: Doc) -> None:
         """Insert or replace ``docs`` (by ``_id``) in ``table``."""
