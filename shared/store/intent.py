@@ -14,6 +14,7 @@ from pymongo.database import Database
 
 from shared.domain.messages import Doc
 from shared.store.abc import CapCounters, CurrentIntent, IntentLog, TokenStore
+from shared.store.abc_registrations import ChangeStore
 from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent, MongoIntentLog
 from shared.store.mongo.tokens import MongoTokens
 from shared.wire import Item
@@ -87,6 +88,13 @@ def _reserve(counters: CapCounters, key: str, user_id: str, cap: int, n: int) ->
 # Each failed try saw another reservation land in between; past this many, the push is held
 # back as over the cap rather than waiting on a counter that busy.
 RESERVE_TRIES = 8
+
+
+def erased_in(changes: ChangeStore, user_ids: Collection[str], since: dt.datetime) -> set[str]:
+    """Which of these users (from ``changed_in``) were erased at or after ``since``, allowing
+    for ``CHANGE_SKEW``, whether or not they exist again (a user created again under the same
+    id)."""
+    return changes.erased_since(user_ids, since - CHANGE_SKEW)
 
 
 # -- the same on MongoDB, by the names and signatures callers outside the consumer use -----------

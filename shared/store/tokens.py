@@ -40,6 +40,13 @@ def deactivate_tokens(
     return off
 
 
+def stamped(log: IntentLog, off: list[Doc], now: dt.datetime) -> list[Doc]:
+    """``off``, registrations a deactivation just turned off, once their users are stamped in
+    the change log (consumers recheck those users' pending messages in full)."""
+    _stamp(log, off, now)
+    return off
+
+
 def deactivate(
     database: Database[Doc], flt: dict[str, Any], reason: str, now: dt.datetime
 ) -> list[Doc]:
