@@ -14,7 +14,6 @@ from creator.writers.users import UserChange, user_update
 from creator.writers.versions import SUPERSEDE_TRIES, next_version, reminder_busy
 from shared.domain.messages import Doc
 from shared.domain.weekdays import WEEKDAYS, parse_weekdays
-from shared.store.intent import record_changes
 
 
 class Manager(Writers):
@@ -101,7 +100,6 @@ __all__ = [
     "new_reminder",
     "next_version",
     "parse_weekdays",
-    "record_changes",
     "reminder_busy",
     "stored_content",
     "user_update",

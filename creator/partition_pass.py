@@ -44,7 +44,7 @@ from shared.domain.messages import Doc
 from shared.domain.plan import BUCKETS, MAX_CATCH_UP, group_sorted, partition_buckets, plan_checked
 from shared.store import erasure, planning
 from shared.store import partitions as parts_store
-from shared.store.intent import changed_users
+from shared.store.intent import changed_in
 from shared.store.partitions import Membership, backfill_buckets, ensure_partitions
 
 # A planning chunk: a range of buckets holding about this many reminders (estimated from the
@@ -249,7 +249,7 @@ class PartitionPass:
         ``Repairs``). One read of the change log per piece, after the insert."""
         fresh: set[str] = set()
         out = self.inserter.insert(docs, report, fresh)
-        changed = changed_users(self.ctx.db, since)
+        changed = changed_in(self.ctx.stores.changes, since)
         gone = self.repairs.drop_erased(out, fresh, among=changed, read=born)
         stale = self.repairs.replan_changed(out, fresh, changed - gone, self._replan)
         if gone or stale:

@@ -25,7 +25,7 @@ from shared.domain import intent
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import bucket_of, partition_of
 from shared.store import erasure, planning
-from shared.store.intent import changed_users, erased_since
+from shared.store.intent import changed_in, erased_in
 from shared.store.messages import end as end_message
 from shared.store.pending import end_messages
 
@@ -115,7 +115,7 @@ class Repairs:
         again, what belongs to registrations the erasure deleted (``_sweep_recreated``); for a
         registration turned off since, ended ``cancelled`` (``_end_for_dead_registrations``)."""
         n, mine = self.ctx.settings.creator.partitions, set(ours)
-        changed = changed_users(self.ctx.db, since)
+        changed = changed_in(self.ctx.stores.changes, since)
         users = {u for u in changed if partition_of(bucket_of(u), n) in mine}
         gone = erasure.missing(self.ctx.db, users)
         for uid in sorted(gone):
@@ -139,7 +139,7 @@ class Repairs:
         registrations that exist are kept. ``LOOKUP`` users a read of the change log; the
         messages, then the registrations, read only for users erased since."""
         for i in range(0, len(users), LOOKUP):
-            again = sorted(erased_since(self.ctx.db, users[i : i + LOOKUP], since))
+            again = sorted(erased_in(self.ctx.stores.changes, users[i : i + LOOKUP], since))
             if not again:
                 continue
             # The messages first, then the registrations: a login in between is a registration

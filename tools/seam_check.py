@@ -48,7 +48,6 @@ ALLOWED: tuple[str, ...] = (
     "shared/store/reminders.py",
     "shared/store/users.py",
     # helper "registrations": device registrations (and the creator's change log).
-    "shared/store/tokens.py",
     # helper "planning": partitions, planning, pending messages.
     "shared/store/partitions.py",
     "shared/store/pending.py",

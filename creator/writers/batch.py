@@ -29,7 +29,6 @@ from shared.domain.messages import Doc
 from shared.errors import PermanentError
 from shared.store import erasure
 from shared.store import users as user_store
-from shared.store.intent import record_changes
 
 Item = UserChange | Login | ReminderPut
 
@@ -71,9 +70,9 @@ def apply(w: Writers, items: Sequence[Item]) -> list[Outcome]:
         out[i] = guard(functools.partial(action, born=read[uid]) if uid in read else action, *args)
     # The change log makes consumers recheck wake-ups planned before a change. Only changed
     # settings need it: a new user, registration or reminder changes no wake-up planned before
-    # (what they replace is stamped where it ends, by ``tokens.deactivate`` and the versions).
+    # (what they replace is stamped where it ends, by ``tokens.stamped`` and the versions).
     if to_stamp:
-        record_changes(w.db, to_stamp, w.now)
+        w.stores.changes.record(to_stamp, w.now)
     outcomes = [o if o is not None else PermanentError("not applied") for o in out]
     report = _plan(w, items, outcomes, to_plan, _held(items, outcomes, inserted))
     alone = {i for i, _, _ in later}

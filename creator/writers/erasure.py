@@ -13,7 +13,6 @@ from creator.writers.base import ERASED_MEANWHILE, Context
 from shared.store import erasure, tokens
 from shared.store import reminders as reminder_store
 from shared.store import users as user_store
-from shared.store.intent import erase_counters, record_changes
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +52,14 @@ class ErasureWriter:
         ctx = self.ctx
         ctx.get_user(user_id)
         now = ctx.now
-        record_changes(ctx.db, [user_id], now, erased=True)
+        regs, changes = ctx.stores.registrations, ctx.stores.changes
+        changes.record([user_id], now, erased=True)
         user_store.delete(ctx.db, user_id)
-        off = tokens.deactivate(ctx.db, {"userId": user_id}, ERASED, now)
-        tokens.delete(ctx.db, {"userId": user_id})
+        off = tokens.stamped(changes, regs.deactivate_of_user(user_id, ERASED, now), now)
+        regs.delete_of_user(user_id)
         removed = reminder_store.delete_of_user(ctx.db, user_id)
         cancelled, history, pseudonym = erasure.scrub(ctx.db, user_id, now)
-        erase_counters(ctx.db, user_id)
+        changes.erase_counters(user_id)
         erasure.forget_requests(ctx.db, user_id)
         log.info(
             "user erased: %d pending cancelled, %d tokens off, %d reminders, %d messages kept "
@@ -108,9 +108,10 @@ class ErasureWriter:
         if tids:
             # Turned off first, as an erasure does: the change log is stamped, so a consumer
             # rechecks whatever a planning that read them before this may still insert.
-            mine = {"_id": {"$in": tids}, "userId": {"$in": sorted(gone)}}
-            tokens.deactivate(self.ctx.db, mine, ERASED_MEANWHILE, self.ctx.now)
-            tokens.delete(self.ctx.db, mine)
+            store, now = self.ctx.stores.registrations, self.ctx.now
+            off = store.deactivate_ids_of(tids, gone, ERASED_MEANWHILE, now)
+            tokens.stamped(self.ctx.stores.changes, off, now)
+            store.delete_ids_of(tids, gone)
         if rids:
             reminder_store.delete(self.ctx.db, rids, gone)
         again = sorted(gone & found.keys())  # created again: what was planned from it is theirs

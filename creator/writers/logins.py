@@ -3,7 +3,7 @@ for one login or many at once; a logout; unregistering a device or token.
 
 An Expo token belongs to an app install: any other active registration of the device or of the
 token string (another user on the same install, the same install under another device id) is
-deactivated, "token replaced", and its user stamped in the change log (``tokens.deactivate``).
+deactivated, "token replaced", and its user stamped in the change log (``tokens.stamped``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from shared.domain.messages import Doc
 from shared.domain.validation import validate_expo_token, validate_id
 from shared.errors import InputError, TransientError
 from shared.store import erasure, tokens
-from shared.store.intent import record_changes
 
 REPLACED = f"{tokens.TOKEN_REPLACED} by a new login on the install"
 
@@ -56,24 +55,25 @@ class LoginWriter:
         validate_id(user_id, "user id")
         user = ctx.get_user(user_id)
         base.check_same_user(user, born)
+        regs, changes = ctx.stores.registrations, ctx.stores.changes
         rng = random.Random()
         for attempt in range(max_attempts):
             now = ctx.now
-            current = tokens.active_for(ctx.db, device, token)
+            current = regs.active_for(device, token)
             mine = [t for t in current if tokens.same_login(t, user_id, device, token)]
             others = [t["_id"] for t in current if t not in mine]
             if others:
-                tokens.deactivate(ctx.db, {"_id": {"$in": others}}, REPLACED, now)
+                tokens.stamped(changes, regs.deactivate(others, REPLACED, now), now)
             if mine:
                 # Planned again (idempotent): a login an outage cut before its planning is sent
                 # again by the backend, and this is its only chance before the next window.
                 ctx.planner.plan_users([user_id], tokens=[mine[0]["_id"]])
                 return mine[0]
             doc = tokens.new_registration(user_id, device, token, now)
-            if not tokens.insert(ctx.db, doc):
+            if not regs.insert(doc):
                 time.sleep(compute_backoff(attempt + 1, base=0.05, cap=1.0, rng=rng))
                 continue
-            record_changes(ctx.db, [user_id], now)
+            changes.record([user_id], now)
             report = ctx.planner.plan_users([user_id], tokens=[doc["_id"]])
             if self.erased.undo_if_erased(
                 report,
@@ -94,25 +94,30 @@ class LoginWriter:
 
     def unregister(self, *, token: str | None = None, device: str | None = None) -> int:
         """Deactivate every registration of this token string or device id; how many."""
-        flt: Doc = {}
-        if token:
-            flt["token"] = token.strip()
-        if device:
-            flt["deviceId"] = validate_id(device, "device id")
-        if not flt:
+        held = token.strip() if token else None
+        device = validate_id(device, "device id") if device else None
+        if held is None and device is None:
             raise InputError("give --token or --device")
-        return len(tokens.deactivate(self.ctx.db, flt, "unregistered", self.ctx.now))
+        now = self.ctx.now
+        off = self.ctx.stores.registrations.deactivate_holding(
+            "unregistered", now, token=held, device=device
+        )
+        return len(tokens.stamped(self.ctx.stores.changes, off, now))
 
     def logout(self, user_id: str, device_id: str) -> int:
         """Deactivate this user's registration of the device (if it still has one): only
         theirs, so a late logout of a previous user never logs out whoever holds it now."""
         self.ctx.get_user(user_id)
         validate_id(device_id, "device id")
-        flt = {"userId": user_id, "deviceId": device_id}
-        return len(tokens.deactivate(self.ctx.db, flt, "unregistered (logout)", self.ctx.now))
+        now = self.ctx.now
+        off = self.ctx.stores.registrations.deactivate_login(
+            user_id, device_id, "unregistered (logout)", now
+        )
+        return len(tokens.stamped(self.ctx.stores.changes, off, now))
 
     def of_user(self, user_id: str) -> list[Doc]:
-        return tokens.of_user(self.ctx.db, validate_id(user_id, "user id"))
+        """The user's registrations, active or not, oldest first."""
+        return self.ctx.stores.registrations.of_user(validate_id(user_id, "user id"))
 
     # -- many ------------------------------------------------------------------------------
     def register_many(self, items: Iterable[tuple[int, Login]], batch: Batch) -> None:
@@ -137,7 +142,7 @@ class LoginWriter:
         and its user planned; returns those the database refused."""
         if not new:
             return []
-        lost = tokens.insert_many(self.ctx.db, [doc for _, _, doc in new])
+        lost = self.ctx.stores.registrations.insert_many([doc for _, _, doc in new])
         for k, (i, it, doc) in enumerate(new):
             if k not in lost:
                 batch.out[i] = Done(doc, "created")
@@ -147,9 +152,8 @@ class LoginWriter:
     def _replace_many(self, todo: list[tuple[int, Login, str]], batch: Batch) -> None:
         """Logins whose device id or token string an active registration holds: the same login
         sent again (found, planned again), or one replacing the registration that holds it."""
-        current = tokens.active_holding(
-            self.ctx.db, {it.device for _, it, _ in todo}, {t for _, _, t in todo}
-        )
+        regs = self.ctx.stores.registrations
+        current = regs.active_holding({it.device for _, it, _ in todo}, {t for _, _, t in todo})
         now = self.ctx.now
         replaced: list[str] = []
         new: list[tuple[int, Login, Doc]] = []
@@ -162,7 +166,8 @@ class LoginWriter:
             else:
                 new.append((i, it, tokens.new_registration(it.user_id, it.device, token, now)))
         if replaced:
-            tokens.deactivate(self.ctx.db, {"_id": {"$in": sorted(set(replaced))}}, REPLACED, now)
+            off = regs.deactivate(sorted(set(replaced)), REPLACED, now)
+            tokens.stamped(self.ctx.stores.changes, off, now)
         # Refused again (a concurrent login took them): the single call, after the new users
         # are in (it needs its user).
         for i, it, _ in self._insert_many(new, batch):

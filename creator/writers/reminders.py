@@ -34,7 +34,6 @@ from shared.errors import ConflictError, InputError, NotFoundError
 from shared.store import erasure
 from shared.store import reminders as reminder_store
 from shared.store import users as user_store
-from shared.store.intent import record_changes
 
 # What a reminder change may name (``update``).
 MERGED = frozenset(
@@ -163,12 +162,12 @@ class ReminderWriter:
         user = user_store.get(self.ctx.db, old["userId"]) or {"timezone": "UTC"}
         gone = {"isDeleted": True, "active": False}
         self.versions.supersede_current(old, user, "reminder removed", lambda _: gone)
-        record_changes(self.ctx.db, [old["userId"]], self.ctx.now)
+        self.ctx.stores.changes.record([old["userId"]], self.ctx.now)
         return self.get(reminder_id)
 
     def _planned(self, user_id: str, reminder_id: str, version: int) -> Any:
         """Stamp the change log, plan the reminder, and settle it at ``version``."""
-        record_changes(self.ctx.db, [user_id], self.ctx.now)
+        self.ctx.stores.changes.record([user_id], self.ctx.now)
         report = self.ctx.planner.plan_users([user_id], reminders=[reminder_id])
         self.versions.settle({(user_id, reminder_id): version})
         return report

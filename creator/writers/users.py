@@ -20,7 +20,6 @@ from shared.domain.validation import validate_daily_cap, validate_id
 from shared.errors import ConflictError, InputError, NotFoundError, TzpushError
 from shared.store import reminders as reminder_store
 from shared.store import users as user_store
-from shared.store.intent import record_changes
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class UserWriter:
         zone = sets.get("timezone")
         if existing is not None and zone is not None and existing.get("timezone") != zone:
             written = self._move(it.user_id, existing, zone)
-        record_changes(ctx.db, [it.user_id], ctx.now)
+        ctx.stores.changes.record([it.user_id], ctx.now)
         ctx.planner.plan_users([it.user_id])
         self.versions.settle(written)
         return user

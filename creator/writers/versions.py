@@ -16,7 +16,6 @@ from shared.domain.messages import Doc
 from shared.errors import ConflictError, InputError, NotFoundError
 from shared.store import reminders as reminder_store
 from shared.store import users as user_store
-from shared.store.intent import record_changes
 from shared.store.partitions import watermarks
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,7 @@ class ReminderVersions:
         saw this change may already have planned the new version at these instants."""
         ctx = self.ctx
         now = ctx.now
-        record_changes(ctx.db, [old["userId"]], now)
+        ctx.stores.changes.record([old["userId"]], now)
         if reminder_store.compare_and_set(ctx.db, old, extra or {}, now) is None:
             log.info("reminder %s changed meanwhile: read again", old["_id"])
             return False
@@ -92,7 +91,7 @@ class ReminderVersions:
         ctx = self.ctx
         now = ctx.now
         user_id = str(olds[0]["userId"])
-        record_changes(ctx.db, [user_id], now)
+        ctx.stores.changes.record([user_id], now)
         reminder_store.compare_and_set_many(ctx.db, olds, now)
         stored = reminder_store.stamps(ctx.db, [o["_id"] for o in olds])
         moved: list[tuple[Doc, int]] = []

@@ -184,8 +184,8 @@ def index_plan() -> dict[str, list[IndexModel]]:
         CHANGES: [
             IndexModel([("at", ASCENDING)], name="changes_by_time"),
             # An erased user's stamp is the only thing of theirs an erasure keeps: a planning or a
-            # consumer that read the user before the erasure finds it (``erased_since``), and a
-            # pass that died is swept by the next (``changed_users``). A week covers both.
+            # consumer that read the user before the erasure finds it (``erased_in``), and a
+            # pass that died is swept by the next (``changed_in``). A week covers both.
             IndexModel(
                 [("erasedAt", ASCENDING)], name="erased_expire", expireAfterSeconds=ERASED_KEPT_S
             ),

@@ -8,13 +8,14 @@ documents here and judges them with ``shared.domain.intent``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 
 from pymongo.database import Database
 
 from shared.domain.messages import Doc
 from shared.store.abc import CapCounters, CurrentIntent, IntentLog, TokenStore
-from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent, MongoIntentLog
+from shared.store.abc_registrations import ChangeStore
+from shared.store.mongo.intent import MongoCapCounters, MongoCurrentIntent
 from shared.store.mongo.tokens import MongoTokens
 from shared.wire import Item
 
@@ -89,28 +90,14 @@ def _reserve(counters: CapCounters, key: str, user_id: str, cap: int, n: int) ->
 RESERVE_TRIES = 8
 
 
+def erased_in(changes: ChangeStore, user_ids: Collection[str], since: dt.datetime) -> set[str]:
+    """Which of these users (from ``changed_in``) were erased at or after ``since``, allowing
+    for ``CHANGE_SKEW``, whether or not they exist again (a user created again under the same
+    id)."""
+    return changes.erased_since(user_ids, since - CHANGE_SKEW)
+
+
 # -- the same on MongoDB, by the names and signatures callers outside the consumer use -----------
-def record_changes(
-    database: Database[Doc], user_ids: Iterable[str], now: dt.datetime, *, erased: bool = False
-) -> None:
-    """Stamp the intent-change log so consumers recheck these users in full; ``erased``: the
-    users are being erased (``erasedAt``, kept by later stamps: ``erased_since``)."""
-    MongoIntentLog(database).record(set(user_ids), now, erased=erased)
-
-
-def changed_users(database: Database[Doc], since: dt.datetime) -> set[str]:
-    """``changed_in`` on MongoDB."""
-    return changed_in(MongoIntentLog(database), since)
-
-
-def erased_since(
-    database: Database[Doc], user_ids: Collection[str], since: dt.datetime
-) -> set[str]:
-    """Which of these users (from ``changed_users``) were erased at or after ``since``, whether
-    or not they exist again (a user created again under the same id): by ``_id``."""
-    return MongoIntentLog(database).erased_since(user_ids, since - CHANGE_SKEW)
-
-
 def load_current(database: Database[Doc], items: list[Item]) -> Current:
     """``current_of`` on MongoDB."""
     return current_of(MongoCurrentIntent(database), MongoTokens(database), items)
@@ -121,8 +108,3 @@ def daily_cap_reasons(
 ) -> dict[str, str]:
     """``reserve_caps`` on MongoDB."""
     return reserve_caps(MongoCapCounters(database), items, caps)
-
-
-def erase_counters(database: Database[Doc], user_id: str) -> int:
-    """Delete the user's daily-cap counters (an erasure); how many."""
-    return MongoCapCounters(database).erase_user(user_id, dt.datetime.now(dt.UTC))

@@ -5,7 +5,9 @@ install (same device id, or the same token string under another id), every other
 of that device or token string is deactivated, and each user who lost one is stamped in the
 intent-change log. That stamp is what makes a consumer recheck that user's pending messages in
 full at send time, where an inactive token ends them ``cancelled`` with the deactivation reason.
-Every deactivation goes through ``deactivate`` so no path can turn a token off silently.
+Every deactivation passes what it turned off through ``stamped``, so no path can turn a token
+off silently. The registrations themselves are read and written through the storage seam
+(``RegistrationStore`` in ``shared.store.abc_registrations``; ``TokenStore`` for the consumer).
 """
 
 from __future__ import annotations
@@ -13,16 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Collection
-from typing import Any
 
 from pymongo.database import Database
-from pymongo.errors import DuplicateKeyError
 
 from shared import metrics
 from shared.domain.messages import Doc
 from shared.domain.outcomes import EffectKind, TokenEffect
 from shared.domain.plan import bucket_of
-from shared.store import db as dbm
 from shared.store.abc import IntentLog, TokenStore
 from shared.store.mongo.intent import MongoIntentLog
 from shared.store.mongo.tokens import MongoTokens
@@ -35,26 +34,17 @@ def deactivate_tokens(
 ) -> list[Doc]:
     """Deactivate the active ones of ``token_ids``; stamp their users in the change log;
     return the registrations this call turned off (``_id`` and ``userId``)."""
-    off = tokens.deactivate(token_ids, reason, now)
-    _stamp(log, off, now)
-    return off
+    return stamped(log, tokens.deactivate(token_ids, reason, now), now)
 
 
-def deactivate(
-    database: Database[Doc], flt: dict[str, Any], reason: str, now: dt.datetime
-) -> list[Doc]:
-    """Deactivate every active registration matching ``flt``; stamp their users in the change
-    log; return the registrations this call turned off (``_id`` and ``userId``)."""
-    off = MongoTokens(database).deactivate_matching(flt, reason, now)
-    _stamp(MongoIntentLog(database), off, now)
-    return off
-
-
-def _stamp(log: IntentLog, off: list[Doc], now: dt.datetime) -> None:
+def stamped(log: IntentLog, off: list[Doc], now: dt.datetime) -> list[Doc]:
+    """``off``, registrations a deactivation just turned off, once their users are stamped in
+    the change log (consumers recheck those users' pending messages in full)."""
     # A registration written by hand without its user has no one to stamp.
     users = {u for t in off if isinstance(u := t.get("userId"), str)}
     if users:
         log.record(users, now)
+    return off
 
 
 def holds(doc: Doc, device: str, token: str) -> bool:
@@ -68,12 +58,8 @@ def same_login(doc: Doc, user_id: str, device: str, token: str) -> bool:
     return (doc.get("userId"), doc.get("deviceId"), doc.get("token")) == (user_id, device, token)
 
 
-def active_for(database: Database[Doc], device: str, token: str) -> list[Doc]:
-    """The active registrations of this device id or of this token string."""
-    return MongoTokens(database).active_for(device, token)
-
-
 def new_registration(user_id: str, device: str, token: str, now: dt.datetime) -> Doc:
+    """A new active registration of this login, under a random ``_id``, not yet stored."""
     return {
         "_id": uuid.uuid4().hex[:16],
         "userId": user_id,
@@ -138,42 +124,3 @@ def token_hygiene(
                 continue
             if tokens.reset_failures(e.token_id, at, now):
                 failing.discard(e.token_id)
-
-
-def insert(database: Database[Doc], doc: Doc) -> bool:
-    """Insert a new registration; False when a unique index refused it (its device id or token
-    string is held by an active registration: a concurrent login won)."""
-    try:
-        database[dbm.TOKENS].insert_one(doc)
-    except DuplicateKeyError:
-        return False
-    return True
-
-
-def insert_many(database: Database[Doc], docs: list[Doc]) -> set[int]:
-    """Insert new registrations (unordered); the positions of those refused."""
-    return dbm.insert_refused(database[dbm.TOKENS], docs)
-
-
-def active_holding(
-    database: Database[Doc], devices: Collection[str], strings: Collection[str]
-) -> list[Doc]:
-    """The active registrations of any of these device ids or token strings (two indexed
-    lookups merged, as ``active_for``)."""
-    coll = database[dbm.TOKENS]
-    found = {
-        d["_id"]: d for d in coll.find({"deviceId": {"$in": sorted(devices)}, "isActive": True})
-    }
-    for d in coll.find({"token": {"$in": sorted(strings)}, "isActive": True}):
-        found.setdefault(d["_id"], d)
-    return list(found.values())
-
-
-def of_user(database: Database[Doc], user_id: str) -> list[Doc]:
-    """The user's registrations, oldest first."""
-    return list(database[dbm.TOKENS].find({"userId": user_id}).sort("createdAt", 1))
-
-
-def delete(database: Database[Doc], flt: dict[str, Any]) -> int:
-    """Delete the registrations matching ``flt`` (deactivated first: ``deactivate``)."""
-    return int(database[dbm.TOKENS].delete_many(flt).deleted_count)

@@ -13,10 +13,11 @@ from typing import Any
 from shared.domain.messages import Doc
 from shared.store import db as dbm
 from shared.store.abc import ConsumerStores
+from shared.store.abc_creator import CreatorStores
 from shared.store.abc_web import WebStores
-from shared.store.memory import Tables, memory_stores
+from shared.store.memory import Tables, memory_creator_stores, memory_stores
 from shared.store.memory.web import memory_web_stores
-from shared.store.mongo import consumer_stores
+from shared.store.mongo import consumer_stores, creator_stores
 from shared.store.mongo.web import web_stores
 
 COLLECTIONS = {
@@ -39,11 +40,14 @@ class Backend:
     stores: ConsumerStores
     seed: Callable[..., None]  # seed(table, *docs)
     raw: Callable[[str, str], Doc | None]  # raw(table, id)
+    creator: CreatorStores  # the creator's stores over the same data
 
 
 def memory_backend() -> Backend:
     tables = Tables()
-    return Backend("memory", memory_stores(tables), tables.put, tables.get)
+    return Backend(
+        "memory", memory_stores(tables), tables.put, tables.get, memory_creator_stores(tables)
+    )
 
 
 def mongo_backend(database: Any) -> Backend:
@@ -56,7 +60,7 @@ def mongo_backend(database: Any) -> Backend:
         found: Doc | None = database[COLLECTIONS[table]].find_one({"_id": doc_id})
         return found
 
-    return Backend("mongo", consumer_stores(database), seed, raw)
+    return Backend("mongo", consumer_stores(database), seed, raw, creator_stores(database))
 
 
 # -- the HTTP API's own records (shared.store.abc_web) ------------------------------------------

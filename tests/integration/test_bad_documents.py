@@ -24,7 +24,7 @@ from shared.clock import utcnow
 from shared.errors import PermanentError
 from shared.expo.sender import ExpoSender
 from shared.store import db as dbm
-from shared.store.intent import record_changes
+from shared.store.mongo import creator_stores
 from tests.integration.consumer_support import in_seconds
 from tests.integration.harness import World, wait_for
 
@@ -234,7 +234,7 @@ def test_a_bad_user_document_ends_its_message_and_the_wakeup_goes_on(world: Worl
     ids = {d["userId"]: d["_id"] for d in docs}
     # Changed after planning, so the consumer rechecks the user in full: and finds junk.
     world.db[dbm.USERS].update_one({"_id": "bad-user"}, {"$set": {"prefs.quietHours": ["22:00"]}})
-    record_changes(world.db, ["bad-user"], utcnow())
+    creator_stores(world.db).changes.record(["bad-user"], utcnow())
     before = bad_count("consumer", "user")
 
     world.start_consumer()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from shared.domain.messages import Doc
 from shared.store.memory.base import Tables, later, out
@@ -18,16 +18,25 @@ class MemoryTokens:
             return {i: out(d) for i in ids if (d := self.t.tokens.get(i)) is not None}
 
     def deactivate(self, token_ids: Collection[str], reason: str, now: dt.datetime) -> list[Doc]:
-        off: list[Doc] = []
         with self.t.lock:
-            for i in sorted(token_ids):
-                d = self.t.tokens.get(i)
-                if d is None or d.get("isActive") is not True:
-                    continue
-                d.update(
-                    isActive=False, deactivatedAt=now, deactivationReason=reason, updatedAt=now
-                )
-                off.append({"_id": i, **({"userId": d["userId"]} if "userId" in d else {})})
+            return self._turn_off(sorted(token_ids), reason, now)
+
+    def deactivate_where(
+        self, match: Callable[[Doc], bool], reason: str, now: dt.datetime
+    ) -> list[Doc]:
+        """Turn off every active registration ``match`` accepts (``MongoTokens
+        .deactivate_matching`` with a filter); those this call turned off (``_id``, ``userId``)."""
+        with self.t.lock:
+            return self._turn_off([i for i, d in self.t.tokens.items() if match(d)], reason, now)
+
+    def _turn_off(self, ids: list[str], reason: str, now: dt.datetime) -> list[Doc]:
+        off: list[Doc] = []
+        for i in ids:
+            d = self.t.tokens.get(i)
+            if d is None or d.get("isActive") is not True:
+                continue
+            d.update(isActive=False, deactivatedAt=now, deactivationReason=reason, updatedAt=now)
+            off.append({"_id": i, **({"userId": d["userId"]} if "userId" in d else {})})
         return off
 
     def count_failure(
