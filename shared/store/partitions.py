@@ -54,6 +54,7 @@ BACKFILL_CHUNK = 500
 
 
 def partition_id(p: int, partitions: int) -> str:
+    """The id of partition ``p`` of ``partitions``."""
     return f"{p}/{partitions}"
 
 
@@ -84,9 +85,9 @@ def ensure_partitions(database: Database[Doc], partitions: int) -> dict[int, Doc
     coll = dbm.critical(database, dbm.PARTITIONS)
     docs = {d["p"]: d for d in coll.find({"of": partitions})}
     if len(docs) < partitions:
-        seed = _seed(database, partitions)
+        first = _seed(database, partitions)
         new = [
-            {"_id": partition_id(p, partitions), "p": p, "of": partitions, **seed}
+            {"_id": partition_id(p, partitions), "p": p, "of": partitions, **first}
             for p in range(partitions)
             if p not in docs
         ]
@@ -100,26 +101,33 @@ def ensure_partitions(database: Database[Doc], partitions: int) -> dict[int, Doc
 
 
 def _seed(database: Database[Doc], partitions: int) -> Doc:
-    """A new partition's watermark: that of the legacy single watermark, or of partition
-    documents for another count, whichever is earliest; interrupted windows are kept."""
+    """A new partition's watermark from the partition documents of other counts and the legacy
+    single watermark (``seed``)."""
     olds = list(dbm.critical(database, dbm.PARTITIONS).find({"of": {"$ne": partitions}}))
     legacy = database[dbm.STATE].find_one({"_id": LEGACY_ID})
     if legacy is not None:
         olds.append(legacy)
+    return seed(olds)
+
+
+def seed(olds: list[Doc]) -> Doc:
+    """A new partition's watermark from ``olds`` (the partition documents of other counts and
+    the legacy watermark, if any): the earliest of theirs (None unless every one has a date),
+    and every interrupted window joined in one; no owner."""
     if not olds:
         return {"owner": None, "leaseUntil": None, "plannedUntil": None}
     untils = [o.get("plannedUntil") for o in olds]
     dated = [u for u in untils if isinstance(u, dt.datetime)]
     until = min(dated) if dated and len(dated) == len(untils) else None
-    seed: Doc = {"owner": None, "leaseUntil": None, "plannedUntil": until}
+    out: Doc = {"owner": None, "leaseUntil": None, "plannedUntil": until}
     windows = [o["inProgress"] for o in olds if isinstance(o.get("inProgress"), dict)]
     if windows:
-        seed["inProgress"] = {
+        out["inProgress"] = {
             "from": min(w["from"] for w in windows),
             "to": max(w["to"] for w in windows),
             "at": min(w["at"] for w in windows),
         }
-    return seed
+    return out
 
 
 def begin(
@@ -158,7 +166,7 @@ def reopen(
     away). The pass finds those messages by their ids and arms them as found
     (``PartitionPass._run_partitions``); a window already marked is widened, never narrowed."""
     coll = dbm.critical(database, dbm.PARTITIONS)
-    pids = {partition_id(p, partitions) for p in _partitions_of(user_ids, partitions).values()}
+    pids = {partition_id(p, partitions) for p in partitions_of(user_ids, partitions).values()}
     for pid in sorted(pids):
         try:
             coll.update_one(
@@ -200,34 +208,35 @@ def watermarks(
     ``reach``: how far messages may already exist instead, the end of a window in progress when
     it lies beyond the watermark (a pass running or dead before its watermark moved): what a
     change must cancel up to, since that pass may have inserted the old version's messages."""
-    parts = _partitions_of(user_ids, partitions)
+    parts = partitions_of(user_ids, partitions)
     ids = sorted({partition_id(p, partitions) for p in parts.values()})
     if not ids:
         return {}
     found = {
-        d["p"]: _mark(d, reach)
+        d["p"]: mark(d, reach)
         for d in dbm.critical(database, dbm.PARTITIONS).find({"_id": {"$in": ids}})
     }
     if len(found) < len(ids):  # partition documents not created yet: the legacy watermark
-        legacy = _mark(database[dbm.STATE].find_one({"_id": LEGACY_ID}) or {}, reach)
+        legacy = mark(database[dbm.STATE].find_one({"_id": LEGACY_ID}) or {}, reach)
         for p in parts.values():
             found.setdefault(p, legacy)
     return {u: found.get(p) for u, p in parts.items()}
 
 
-def _partitions_of(user_ids: Iterable[str], partitions: int) -> dict[str, int]:
+def partitions_of(user_ids: Iterable[str], partitions: int) -> dict[str, int]:
     """Each user's partition: the one holding the user's bucket."""
     return {u: partition_of(bucket_of(u), partitions) for u in user_ids}
 
 
-def _mark(doc: Doc, reach: bool) -> dt.datetime | None:
-    """A watermark document's ``plannedUntil``; with ``reach``, its window in progress's end
-    when that is later (see ``watermarks``)."""
-    mark: dt.datetime | None = doc.get("plannedUntil")
+def mark(doc: Doc, reach: bool) -> dt.datetime | None:
+    """A watermark document's ``plannedUntil``; with ``reach``, the end of its window in
+    progress when that is later: how far messages may already exist (a pass running or dead
+    before its watermark moved), what a change must cancel up to."""
+    planned: dt.datetime | None = doc.get("plannedUntil")
     prog = doc.get("inProgress")
-    if reach and prog and (mark is None or prog["to"] > mark):
+    if reach and prog and (planned is None or prog["to"] > planned):
         return prog["to"]
-    return mark
+    return planned
 
 
 # -- leases ------------------------------------------------------------------------------------
@@ -340,6 +349,9 @@ __all__ = [
     "creator_id",
     "ensure_partitions",
     "finish",
+    "mark",
     "partition_id",
+    "partitions_of",
+    "seed",
     "watermarks",
 ]

@@ -13,8 +13,9 @@ from typing import Any
 from shared.domain.messages import Doc
 from shared.store import db as dbm
 from shared.store.abc import ConsumerStores
-from shared.store.memory import Tables, memory_stores
-from shared.store.mongo import consumer_stores
+from shared.store.abc_creator import CreatorStores
+from shared.store.memory import Tables, memory_creator_stores, memory_stores
+from shared.store.mongo import consumer_stores, creator_stores
 
 COLLECTIONS = {
     "users": dbm.USERS,
@@ -25,6 +26,10 @@ COLLECTIONS = {
     "journal": dbm.JOURNAL,
     "changes": dbm.CHANGES,
     "counters": dbm.COUNTERS,
+    "attempts": dbm.ATTEMPTS,
+    "partitions": dbm.PARTITIONS,
+    "creators": dbm.CREATORS,
+    "state": dbm.STATE,
 }
 
 
@@ -36,11 +41,14 @@ class Backend:
     stores: ConsumerStores
     seed: Callable[..., None]  # seed(table, *docs)
     raw: Callable[[str, str], Doc | None]  # raw(table, id)
+    creator: CreatorStores | None = None  # the creator's stores on the same data
 
 
 def memory_backend() -> Backend:
     tables = Tables()
-    return Backend("memory", memory_stores(tables), tables.put, tables.get)
+    return Backend(
+        "memory", memory_stores(tables), tables.put, tables.get, memory_creator_stores(tables)
+    )
 
 
 def mongo_backend(database: Any) -> Backend:
@@ -53,4 +61,4 @@ def mongo_backend(database: Any) -> Backend:
         found: Doc | None = database[COLLECTIONS[table]].find_one({"_id": doc_id})
         return found
 
-    return Backend("mongo", consumer_stores(database), seed, raw)
+    return Backend("mongo", consumer_stores(database), seed, raw, creator_stores(database))
