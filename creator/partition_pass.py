@@ -147,7 +147,7 @@ class PartitionPass:
         if JANITOR_PARTITION in held:
             # As of now, not of the pass's start: a long pass would leave what became overdue
             # meanwhile for the next interval.
-            report.missed = sweep(self.ctx.db, self.ctx.settings, self.ctx.clock())
+            report.missed = sweep(self.ctx.stores.pending, self.ctx.settings, self.ctx.clock())
 
     def _plan_window(
         self,

@@ -25,6 +25,7 @@ from shared.errors import PermanentError
 from shared.expo.sender import ExpoSender
 from shared.store import db as dbm
 from shared.store.intent import record_changes
+from shared.store.mongo import creator_stores
 from tests.integration.consumer_support import in_seconds
 from tests.integration.harness import World, wait_for
 
@@ -132,7 +133,7 @@ def test_the_janitor_ends_a_bad_overdue_message_and_the_rest(world: World) -> No
     world.db[dbm.MESSAGES].insert_one(bad)
     before = bad_count("janitor", "message")
 
-    ended = sweep(world.db, world.settings, utcnow())
+    ended = sweep(creator_stores(world.db).pending, world.settings, utcnow())
 
     assert ended == 2
     assert world.message(good["_id"])["status"] == "is_missed"
