@@ -20,6 +20,7 @@ from shared.domain.outcomes import journal_row, row_entries
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store.journal import apply_outcomes, entry_ops
+from shared.store.mongo import creator_stores
 
 Doc = dict[str, Any]
 
@@ -360,5 +361,5 @@ def janitor_until_terminal(st: BenchStack, ids: list[str], settings: Settings) -
     cats = {c: cs.model_copy(update={"grace_seconds": 0}) for c, cs in settings.categories.items()}
     creator = settings.creator.model_copy(update={"janitor_margin_seconds": 0})
     impatient = settings.model_copy(update={"categories": cats, "creator": creator})
-    ended = sweep(st.db, impatient, dt.datetime.now(dt.UTC))
+    ended = sweep(creator_stores(st.db).pending, impatient, dt.datetime.now(dt.UTC))
     return {"janitor_ended": ended, "statuses_after_janitor": statuses(st, ids)}

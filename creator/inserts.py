@@ -7,16 +7,17 @@ import logging
 from creator.context import PlanContext
 from creator.report import PassReport
 from shared.domain.messages import Doc
-from shared.store import planning
 
 log = logging.getLogger("creator.planner")
 
-INSERT_CHUNK = 5000  # messages per insert_many
-LOOKUP_THRESHOLD = planning.SCAN_THRESHOLD  # above this many duplicates, none is looked up
+INSERT_CHUNK = 5000  # messages per insert
+# Above this many duplicates, none is looked up (as many ids as the MongoDB adapter looks up
+# with $in before it scans instead, ``shared.store.mongo.plans.SCAN_THRESHOLD``).
+LOOKUP_THRESHOLD = 300
 
 
 class Inserter:
-    """Inserts planned messages into the database of a ``PlanContext``."""
+    """Inserts planned messages into the stores of a ``PlanContext``."""
 
     def __init__(self, ctx: PlanContext) -> None:
         self.ctx = ctx
@@ -28,7 +29,7 @@ class Inserter:
         but those colliding with another pending message (same user, token, category, label
         and instant under another ``_id``: that one stands). Counts ``inserted``, ``existing``
         and ``conflicts`` in ``report``; ``fresh`` gets the ids this call inserted."""
-        inserted, duplicates = planning.insert_messages(self.ctx.db, docs, INSERT_CHUNK)
+        inserted, duplicates = self.ctx.stores.plans.insert_messages(docs, INSERT_CHUNK)
         report.inserted += inserted
         if fresh is not None:
             refused = {d["_id"] for d in duplicates}
@@ -52,4 +53,4 @@ class Inserter:
         ids = {d["_id"] for d in docs}
         if len(ids) > LOOKUP_THRESHOLD:
             return ids
-        return planning.existing_ids(self.ctx.db, ids)
+        return self.ctx.stores.plans.existing_ids(ids)

@@ -34,18 +34,13 @@ import logging
 import threading
 import time
 
-from pymongo import UpdateOne
-from pymongo.database import Database
-
 from shared import metrics
 from shared.domain.messages import Doc, Status, outcome_unknown, past_grace
 from shared.domain.validation import BadDocument, message_problem
 from shared.settings import Settings
-from shared.store import db as dbm
-from shared.store import guards, replays
+from shared.store.abc import Ending
+from shared.store.abc_planning import PendingStore
 from shared.store.journal import merge_journal
-from shared.store.messages import end
-from shared.store.pending import end_messages, pending_fields
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +54,14 @@ UNKNOWN_SKEW = dt.timedelta(minutes=15)
 WARN_SKEW_S = 5.0
 # Look for replay runs that stopped (a read of the collection) at most this often per process.
 REPLAY_CHECK_S = 600.0
-_replays_checked: dict[str, float] = {}  # database name -> monotonic time of the last look
+_replays_checked: dict[str, float] = {}  # the stores' name -> monotonic time of the last look
 _replays_lock = threading.Lock()
 
 
-def database_now(database: Database[Doc], now: dt.datetime) -> dt.datetime:
+def database_now(pending: PendingStore, now: dt.datetime) -> dt.datetime:
     """The instant the janitor acts as of: ``now`` (the caller's clock), but never later than
     the database server's clock."""
-    server = dbm.server_clock(database)
+    server = pending.server_now()
     if server is None:
         log.warning(
             "janitor: the database server does not report its time; acting as of %s before "
@@ -74,38 +69,39 @@ def database_now(database: Database[Doc], now: dt.datetime) -> dt.datetime:
             UNKNOWN_SKEW,
         )
         return now - UNKNOWN_SKEW
-    skew_s = (now - server.server).total_seconds()
+    skew_s = (now - server).total_seconds()
     if abs(skew_s) > WARN_SKEW_S:
         log.warning(
             "janitor: the caller's clock is %+.1f s from the database server's; going by the "
             "earlier of the two",
             skew_s,
         )
-    return min(now, server.server)
+    return min(now, server)
 
 
-def _settle_replays(database: Database[Doc], now: dt.datetime) -> int:
-    """Settle replay runs whose lease ran out; at most every ``REPLAY_CHECK_S`` per process."""
+def _settle_replays(pending: PendingStore, now: dt.datetime) -> int:
+    """Settle replay runs whose lease ran out; at most every ``REPLAY_CHECK_S`` per process
+    and database."""
     with _replays_lock:
-        last = _replays_checked.get(database.name)
+        last = _replays_checked.get(pending.name)
         if last is not None and time.monotonic() - last < REPLAY_CHECK_S:
             return 0
-        _replays_checked[database.name] = time.monotonic()
-    settled = replays.settle_stale(database, now, JANITOR)
-    return len(settled.missed) + len(settled.unknown)
+        _replays_checked[pending.name] = time.monotonic()
+    return pending.settle_stale_replays(now, JANITOR)
 
 
-def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
+def sweep(pending: PendingStore, settings: Settings, now: dt.datetime) -> int:
     """Mark overdue pending messages terminal; return how many.
 
     ``now`` is the caller's clock; the janitor acts as of the earlier of it and the database
     server's clock (``database_now``), so a caller whose clock runs ahead ends nothing early.
     """
-    now = database_now(database, now)
-    _settle_replays(database, now)
+    now = database_now(pending, now)
+    _settle_replays(pending, now)
+    consumer = pending.consumer
     # Outcomes a stopped consumer journaled and never merged are the truth: merge them first.
     merge_journal(
-        database,
+        consumer,
         receipts_delay_s=settings.outcomes.receipts_delay_s,
         max_failures=settings.outcomes.max_token_failures,
         older_than_s=60.0,
@@ -118,8 +114,7 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     now_ms = int(now.timestamp() * 1000)
     oldest_grace = dt.timedelta(seconds=min(graces.values(), default=0))
     # A lower bound keeps the index range bounded (an open range scanned the index).
-    cursor = pending_fields(
-        database,
+    cursor = pending.due_fields(
         now - LOOKBACK,
         now - oldest_grace - margin,
         ("category", "scheduledAt", "plannedAt"),
@@ -141,8 +136,8 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
     if not overdue:
         return 0
     ids = [d["_id"] for d in overdue]
-    ours = guards.take_guards(database, ids, JANITOR, now)
-    ops: list[UpdateOne] = []
+    ours = consumer.guards.take(ids, JANITOR, now)
+    ends: list[Ending] = []
     for d in overdue:
         late = int((now - d["scheduledAt"]).total_seconds())
         problem = problems.get(d["_id"])
@@ -167,18 +162,19 @@ def sweep(database: Database[Doc], settings: Settings, now: dt.datetime) -> int:
                 ),
             )
         else:
-            guard = guards.holder(database, d["_id"]) or {}
-            if guards.in_attempt(database, guard.get("owner"), d["_id"]):
-                status, reason = Status.FAILED, outcome_unknown(guard.get("owner"))
+            guard = consumer.guards.holder(d["_id"])
+            owner = None if guard is None else guard.owner
+            if consumer.guards.in_attempt(owner, d["_id"]):
+                status, reason = Status.FAILED, outcome_unknown(owner)
             else:
                 status, reason = (
                     Status.IS_MISSED,
                     (
-                        f"consumer {guard.get('owner')} took it and stopped before sending; "
+                        f"consumer {owner} took it and stopped before sending; "
                         f"{late} s past due, grace {grace} s"
                     ),
                 )
-        ops.append(end(d["_id"], status, reason, now, lateness_ms=late * 1000))
-    ended = end_messages(database, ops)
+        ends.append(Ending(d["_id"], status, reason, now, fields={"lateness_ms": late * 1000}))
+    ended = pending.end(ends)
     log.info("janitor: %d overdue messages ended", ended)
     return ended

@@ -42,10 +42,9 @@ from creator.user_planner import UserPlanner
 from creator.wakeups import WakeupPublisher
 from shared.domain.messages import Doc
 from shared.domain.plan import BUCKETS, MAX_CATCH_UP, group_sorted, partition_buckets, plan_checked
-from shared.store import erasure, planning
-from shared.store import partitions as parts_store
+from shared.store import erasure
 from shared.store.intent import changed_in
-from shared.store.partitions import Membership, backfill_buckets, ensure_partitions
+from shared.store.partitions import Membership, partition_id
 
 # A planning chunk: a range of buckets holding about this many reminders (estimated from the
 # collection's size). Peak memory follows it, not the number of reminders.
@@ -88,7 +87,7 @@ class PartitionPass:
         t0 = time.perf_counter()
         report = PassReport()
         now = self.ctx.clock()
-        filled = backfill_buckets(self.ctx.db)
+        filled = self.ctx.stores.partitions.backfill_buckets()
         if filled:
             report.notes.append(f"{filled} users, reminders or tokens given their bucket")
         try:
@@ -109,7 +108,7 @@ class PartitionPass:
 
     def _run_partitions(self, held: set[int], now: dt.datetime, report: PassReport) -> None:
         c = self.ctx.settings.creator
-        docs = ensure_partitions(self.ctx.db, c.partitions)
+        docs = self.ctx.stores.partitions.ensure(c.partitions)
         mine = {p: docs[p] for p in held}
         # An interrupted pass of these partitions is planned again from its window's start:
         # the inserts find what it inserted (the same ids), arm it as found, insert the rest.
@@ -147,7 +146,7 @@ class PartitionPass:
         if JANITOR_PARTITION in held:
             # As of now, not of the pass's start: a long pass would leave what became overdue
             # meanwhile for the next interval.
-            report.missed = sweep(self.ctx.db, self.ctx.settings, self.ctx.clock())
+            report.missed = sweep(self.ctx.stores.pending, self.ctx.settings, self.ctx.clock())
 
     def _plan_window(
         self,
@@ -159,15 +158,15 @@ class PartitionPass:
     ) -> None:
         """Plan ``[start, end)`` for the users of partitions ``ps``, a chunk at a time."""
         c = self.ctx.settings.creator
-        db = self.ctx.db
+        store = self.ctx.stores.partitions
         me = self.membership.me
-        pid = {p: parts_store.partition_id(p, c.partitions) for p in ps}
+        pid = {p: partition_id(p, c.partitions) for p in ps}
         with self.membership.hold(ps):
-            ours = [p for p in ps if parts_store.begin(db, pid[p], me, start, end, now)]
+            ours = [p for p in ps if store.begin(pid[p], me, start, end, now)]
             if not ours:
                 return
             bucket_ranges = merged(partition_buckets(p, c.partitions) for p in ours)
-            since = parts_store.in_progress_since(db, [pid[p] for p in ours]) or now
+            since = store.in_progress_since([pid[p] for p in ours]) or now
             with ArmSpool(self.spool_dir) as spool:
                 self._stream(bucket_ranges, start, end, now, report, spool)
                 report.spooled_bytes += spool.bytes
@@ -183,7 +182,7 @@ class PartitionPass:
             if since < now - dt.timedelta(milliseconds=1):
                 self.repairs.sweep_dead_window(since, ours, now, (start, end))
             for p in ours:
-                if not parts_store.finish(db, pid[p], me, end):
+                if not store.finish(pid[p], me, end):
                     report.notes.append(
                         f"partition {p} passed to another creator during the pass; it plans it"
                     )
@@ -201,7 +200,7 @@ class PartitionPass:
         spool: ArmSpool,
     ) -> None:
         categories = self.ctx.settings.categories
-        per_bucket = planning.reminders_per_bucket(self.ctx.db)
+        per_bucket = self.ctx.stores.plans.reminders_per_bucket()
 
         def pieces() -> Iterator[tuple[list[Doc], dict[str, Any]]]:
             for lo, hi in chunks(bucket_ranges, per_bucket, CHUNK_REMINDERS, BUCKETS):
@@ -234,7 +233,7 @@ class PartitionPass:
         self, lo: int, hi: int
     ) -> tuple[list[Doc], dict[str, Doc], dict[str, list[Doc]]]:
         """The active reminders, users and active tokens of buckets ``[lo, hi)``."""
-        return planning.read_buckets(self.ctx.db, lo, hi)
+        return self.ctx.stores.plans.read_buckets(lo, hi)
 
     def insert_piece(
         self,

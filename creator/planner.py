@@ -91,7 +91,7 @@ class Planner:
         self.users = UserPlanner(self.ctx, self.wakeups, self.inserter, self.repairs)
         self.passes = PartitionPass(
             self.ctx,
-            membership or Membership(self.ctx.db, c.partitions, c.lease_seconds),
+            membership or Membership(self.ctx.stores.partitions, c.partitions, c.lease_seconds),
             self.wakeups,
             self.inserter,
             self.repairs,

@@ -19,7 +19,6 @@ from creator.janitor import LOOKBACK
 from creator.wakeups import WakeupPublisher
 from shared.domain.messages import Doc
 from shared.domain.plan import WakeupStream
-from shared.store.pending import count_pending_due, guards_on, pending_due
 
 # A re-arm reads and arms this many pending messages at a time: its memory is bounded by this,
 # not by the number of pending messages.
@@ -82,7 +81,7 @@ def rearm(
     taking = WakeupStream(planned_at=now, takeover=True, **kw)
     out = Rearmed()
     for a, b in _slices(ctx, start, end):
-        cursor = pending_due(ctx.db, a, b, chunk)
+        cursor = ctx.stores.pending.due(a, b, chunk)
         try:
             while docs := list(itertools.islice(cursor, chunk)):
                 out.messages += len(docs)
@@ -105,7 +104,8 @@ def count_pending(source: Wired, start: dt.datetime, end: dt.datetime) -> int:
     """How many pending messages are due in ``[start, end)`` (a rebuild's progress total),
     counted a slice at a time like the rebuild reads them. ``source``: a ``Planner`` or its
     ``PlanContext``."""
-    return sum(count_pending_due(source.db, a, b) for a, b in _slices(source, start, end))
+    pending = source.stores.pending
+    return sum(pending.count_due(a, b) for a, b in _slices(source, start, end))
 
 
 def _slices(
@@ -146,10 +146,9 @@ def _held_by_stopped(ctx: PlanContext, docs: list[Doc]) -> tuple[set[str], int]:
         return set(), 0
     stopped: set[str] = set()
     held = 0
-    for g in guards_on(ctx.db, due):
-        at = g.get("at")
-        if isinstance(at, dt.datetime) and at <= stale and due[g["_id"]] <= stale:
-            stopped.add(g["_id"])
+    for g in ctx.stores.pending.guards_on(due):
+        if isinstance(g.at, dt.datetime) and g.at <= stale and due[g.id] <= stale:
+            stopped.add(g.id)
         else:
             held += 1
     return stopped, held

@@ -24,10 +24,9 @@ from creator.context import PlanContext
 from shared.domain import intent
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import bucket_of, partition_of
-from shared.store import erasure, planning
+from shared.store import erasure
+from shared.store.abc import Ending
 from shared.store.intent import changed_in, erased_in
-from shared.store.messages import end as end_message
-from shared.store.pending import end_messages
 
 log = logging.getLogger("creator.planner")
 
@@ -37,7 +36,7 @@ Replan = Callable[[Sequence[str], Collection[str]], object]  # (users, reminder 
 
 
 class Repairs:
-    """The repairs, on the database and clock of a ``PlanContext``."""
+    """The repairs, on the stores and clock of a ``PlanContext``."""
 
     def __init__(self, ctx: PlanContext) -> None:
         self.ctx = ctx
@@ -54,16 +53,15 @@ class Repairs:
         if not mine:
             return set()
         ids = sorted({str(d["reminderId"]) for d in mine})
-        current = planning.reminder_versions(self.ctx.db, ids)
+        current = self.ctx.stores.plans.reminder_versions(ids)
         stale = [d for d in mine if _replaced(d, current.get(d["reminderId"]))]
         if not stale:
             return set()
         now = self.ctx.clock()
         gone = {d["reminderId"]: intent.reminder_gone(current.get(d["reminderId"])) for d in stale}
         why = {rid: reason or intent.REMINDER_CHANGED for rid, reason in gone.items()}
-        end_messages(
-            self.ctx.db,
-            [end_message(d["_id"], Status.CANCELLED, why[d["reminderId"]], now) for d in stale],
+        self.ctx.stores.pending.end(
+            [Ending(d["_id"], Status.CANCELLED, why[d["reminderId"]], now) for d in stale]
         )
         alive = sorted({str(rid) for rid, why in gone.items() if why is None})
         if alive:
@@ -144,10 +142,10 @@ class Repairs:
                 continue
             # The messages first, then the registrations: a login in between is a registration
             # that exists, and its messages are not among those read.
-            found = planning.planned_in_window(self.ctx.db, again, window, now)
+            found = self.ctx.stores.plans.planned_in_window(again, window, now)
             if not found:
                 continue
-            theirs = planning.token_ids_of(self.ctx.db, again)
+            theirs = self.ctx.stores.plans.token_ids_of(again)
             stale: dict[str, list[str]] = defaultdict(list)
             for d in found:
                 tid = d.get("notificationTokenId")
@@ -166,11 +164,11 @@ class Repairs:
         notifications off (undone under the same ids) is left to the consumer. ``LOOKUP`` users
         a read of their registrations turned off; their messages are read only for those."""
         for i in range(0, len(users), LOOKUP):
-            off = planning.inactive_tokens_of(self.ctx.db, users[i : i + LOOKUP])
+            off = self.ctx.stores.plans.inactive_tokens_of(users[i : i + LOOKUP])
             if not off:
                 continue
             owners = sorted({str(t["userId"]) for t in off.values()})
-            found = planning.pending_for_tokens(self.ctx.db, owners, list(off), window, now)
+            found = self.ctx.stores.plans.pending_for_tokens(owners, list(off), window, now)
             ends = []
             at = self.ctx.clock()
             for d in found:
@@ -178,9 +176,9 @@ class Repairs:
                 if not isinstance(tid, str | int) or tid not in off:
                     continue  # written by hand: the consumer judges (and reports) it
                 reason = intent.token_off(off[tid])
-                ends.append(end_message(d["_id"], Status.CANCELLED, reason, at))
+                ends.append(Ending(d["_id"], Status.CANCELLED, reason, at))
             if ends:
-                end_messages(self.ctx.db, ends)
+                self.ctx.stores.pending.end(ends)
                 log.info(
                     "%d messages of a dead pass for registrations gone since: cancelled", len(ends)
                 )

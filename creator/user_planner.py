@@ -17,8 +17,7 @@ from creator.wakeups import WakeupPublisher
 from shared.domain.messages import Doc
 from shared.domain.plan import plan_checked
 from shared.errors import TransientError
-from shared.store import erasure, planning
-from shared.store import partitions as parts_store
+from shared.store import erasure
 
 log = logging.getLogger("creator.planner")
 
@@ -75,8 +74,8 @@ class UserPlanner:
         after the insert (``alive``, ``erased``)."""
         report = PassReport()
         now = self.ctx.clock()
-        marks = parts_store.watermarks(
-            self.ctx.db, user_ids, self.ctx.settings.creator.partitions, reach=True
+        marks = self.ctx.stores.partitions.watermarks(
+            user_ids, self.ctx.settings.creator.partitions, reach=True
         )
         by_end: dict[dt.datetime, list[str]] = defaultdict(list)
         for uid, end in marks.items():
@@ -86,7 +85,7 @@ class UserPlanner:
         for end, uids in sorted(by_end.items()):
             held = [u for u in uids if known is not None and u in known.reminders]
             read = sorted(set(uids) - set(held))
-            docs: list[Doc] = planning.active_reminders_of(self.ctx.db, read) if read else []
+            docs: list[Doc] = self.ctx.stores.plans.active_reminders_of(read) if read else []
             if known is not None:
                 docs += [
                     r
@@ -130,13 +129,10 @@ class UserPlanner:
         held = known or Known()
         read_users = {u for u in user_ids if u not in held.users}
         read_tokens = {u for u in user_ids if u not in held.tokens}
-        users = planning.users_by_id(self.ctx.db, read_users) if read_users else {}
+        plans = self.ctx.stores.plans
+        users = plans.users_by_id(read_users) if read_users else {}
         users.update({u: held.users[u] for u in user_ids - read_users})
-        regs = (
-            list(planning.active_tokens_of(self.ctx.db, read_tokens).values())
-            if read_tokens
-            else []
-        )
+        regs = list(plans.active_tokens_of(read_tokens).values()) if read_tokens else []
         regs += [t for u in user_ids - read_tokens for t in held.tokens[u] if t.get("isActive")]
         tokens_by_user: dict[str, list[Doc]] = defaultdict(list)
         for t in regs:
@@ -181,13 +177,13 @@ class UserPlanner:
         report: PassReport,
     ) -> None:
         """The broker could not take the wake-ups: the messages stay in the database, and their
-        users' partitions are marked to be planned again (``partitions.reopen``), so the next
+        users' partitions are marked to be planned again (``PartitionStore.reopen``), so the next
         pass arms them as found. The change stands; a note in the log and the report says so."""
         if not inserted:
             return
         users = {d["userId"] for d in inserted}
-        parts_store.reopen(
-            self.ctx.db, users, self.ctx.settings.creator.partitions, start, end, now
+        self.ctx.stores.partitions.reopen(
+            users, self.ctx.settings.creator.partitions, start, end, now
         )
         note = (
             f"{len(inserted)} message(s) planned but not armed ({exc}): the next planning pass "

@@ -16,7 +16,6 @@ from shared.domain.messages import Doc
 from shared.errors import ConflictError, InputError, NotFoundError
 from shared.store import reminders as reminder_store
 from shared.store import users as user_store
-from shared.store.partitions import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +61,8 @@ class ReminderVersions:
             return False
         # Up to the end of a window in progress too: a pass that died (or is running) before its
         # watermark moved may have inserted the old version's messages beyond the watermark.
-        until = watermarks(
-            ctx.db, [old["userId"]], ctx.settings.creator.partitions, reach=True
+        until = ctx.stores.partitions.watermarks(
+            [old["userId"]], ctx.settings.creator.partitions, reach=True
         ).get(old["userId"])
         if until is None:
             return True
@@ -103,9 +102,9 @@ class ReminderVersions:
                 moved.append((o, version))
             else:
                 left.append(o)
-        until = watermarks(ctx.db, [user_id], ctx.settings.creator.partitions, reach=True).get(
-            user_id
-        )
+        until = ctx.stores.partitions.watermarks(
+            [user_id], ctx.settings.creator.partitions, reach=True
+        ).get(user_id)
         if until is not None and moved:
             zones = self._zones(user, user_id)
             start = now - dt.timedelta(seconds=ctx.max_grace())

@@ -22,7 +22,16 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from shared.domain import intent
+from shared.domain.messages import Status, outcome_unknown
 from shared.wire import Item
+
+# How long a replay run may hold what it took before others may settle it. Taken per chunk of
+# at most 500 messages: minutes of Expo requests even with retries. A run slower than this is
+# fenced, never sent twice.
+LEASE = dt.timedelta(minutes=15)
+# Attempt records expire after 7 days (TTL index ``attempts_expire``): a message taken longer ago
+# than this may have lost its record, so it counts as "may have left".
+ATTEMPTS_KEPT = dt.timedelta(days=6)
 
 
 class Verdict(Enum):
@@ -74,3 +83,28 @@ def says_a_cause(doc: Mapping[str, Any], codes: Collection[str]) -> bool:
     return (isinstance(code, str) and code in codes) or (
         receipt.get("state") == "error" and isinstance(error, str) and error in codes
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settlement:
+    """How a message of a stopped replay run is settled: ``unknown``, it ends ``status``
+    (``failed``) "outcome unknown"; else it goes back to ``status``, the status it was taken
+    from, with ``reason`` saying why it was not sent."""
+
+    unknown: bool
+    status: Status
+    reason: str
+
+
+def settle_one(record: Mapping[str, Any], may_have_left: bool, now: dt.datetime) -> Settlement:
+    """The settlement of a message whose ``replay`` record is ``record``: "outcome unknown"
+    when it may have left (``may_have_left``: in an attempt record of its run or sender; or
+    no run, or taken too long ago for its records to be kept), else back where it was taken
+    from (``is_missed``, or ``failed``)."""
+    run, at = record.get("run"), record.get("at")
+    no_record = run is None or not isinstance(at, dt.datetime) or at < now - ATTEMPTS_KEPT
+    if no_record or may_have_left:
+        why = outcome_unknown(run or f"replay by {record.get('by')} (no attempt record)")
+        return Settlement(True, Status.FAILED, why)
+    origin = Status.FAILED if record.get("from") == Status.FAILED.value else Status.IS_MISSED
+    return Settlement(False, origin, f"replay {run} stopped before sending it")

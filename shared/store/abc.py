@@ -114,6 +114,9 @@ class GuardStore(Protocol):
     def maybe_sent(self, consumer: str) -> set[str]:
         """Ids in ``consumer``'s attempt records."""
 
+    def in_attempt(self, consumer: object, message_id: str) -> bool:
+        """Whether ``consumer`` has an attempt record naming the message."""
+
     def drop_attempts(self, record_ids: Collection[str]) -> None: ...
 
 

@@ -42,19 +42,12 @@ from typing import Any
 from pymongo import UpdateOne
 from pymongo.database import Database
 
-from shared.domain.messages import Doc, Status, outcome_unknown, terminal_update
+from shared.domain.messages import Doc, Status, terminal_update
+from shared.domain.replay import LEASE, settle_one
 from shared.store import db as dbm
 from shared.store import guards
 
 log = logging.getLogger(__name__)
-
-# How long a replay run may hold what it took before others may settle it. Taken per chunk of
-# at most 500 messages: minutes of Expo requests even with retries. A run slower than this is
-# fenced, never sent twice.
-LEASE = dt.timedelta(minutes=15)
-# Attempt records expire after 7 days (TTL index ``attempts_expire``): a message taken longer ago
-# than this may have lost its record, so it counts as "may have left".
-ATTEMPTS_KEPT = dt.timedelta(days=6)
 
 
 class ReplayFenced(Exception):
@@ -238,18 +231,12 @@ def settle(database: Database[Doc], holder: str | None, settler: str, now: dt.da
         maybe_left = {i for r in runs if r is not None for i in guards.maybe_sent(database, r)}
         ops: list[UpdateOne] = []
         for d in docs:
-            rec = d.get("replay") or {}
-            run, at = rec.get("run"), rec.get("at")
-            no_record = run is None or not isinstance(at, dt.datetime) or at < now - ATTEMPTS_KEPT
-            if no_record or d["_id"] in maybe_left:
-                reason = outcome_unknown(run or f"replay by {rec.get('by')} (no attempt record)")
-                ops.append(ended(d["_id"], fence, Status.FAILED, reason, now))
+            s = settle_one(d.get("replay") or {}, d["_id"] in maybe_left, now)
+            if s.unknown:
+                ops.append(ended(d["_id"], fence, s.status, s.reason, now))
                 out.unknown.append(d["_id"])
             else:
-                why = f"replay {run} stopped before sending it"
-                failed = rec.get("from") == Status.FAILED.value
-                origin = Status.FAILED if failed else Status.IS_MISSED
-                ops.append(back_to_missed(d["_id"], fence, why, now, origin))
+                ops.append(back_to_missed(d["_id"], fence, s.reason, now, s.status))
                 out.missed.append(d["_id"])
         database[dbm.MESSAGES].bulk_write(ops, ordered=False)
     log.warning("settled a stopped replay (%s): %s", holder, out.describe())

@@ -29,6 +29,10 @@ COLLECTIONS = {
     "journal": dbm.JOURNAL,
     "changes": dbm.CHANGES,
     "counters": dbm.COUNTERS,
+    "attempts": dbm.ATTEMPTS,
+    "partitions": dbm.PARTITIONS,
+    "creators": dbm.CREATORS,
+    "state": dbm.STATE,
 }
 
 

@@ -10,6 +10,7 @@ from creator.janitor import sweep
 from ops.cli import build_parser
 from shared.clock import utcnow
 from shared.settings import Settings
+from shared.store.mongo import creator_stores
 
 
 def run_cli(settings: Settings, *argv: str) -> int:
@@ -31,7 +32,7 @@ def missed(
         due = (utcnow() - dt.timedelta(hours=hours_ago)).replace(microsecond=0)
     kw.setdefault("category", "safety")
     docs = world.due_messages(uids, due, arm=False, **kw)
-    sweep(world.db, world.settings, utcnow())
+    sweep(creator_stores(world.db).pending, world.settings, utcnow())
     ids = [d["_id"] for d in docs]
     assert set(world.statuses(ids).values()) == {"is_missed"}
     return ids

@@ -132,7 +132,7 @@ def test_the_janitor_ends_a_bad_overdue_message_and_the_rest(world: World) -> No
     world.db[dbm.MESSAGES].insert_one(bad)
     before = bad_count("janitor", "message")
 
-    ended = sweep(world.db, world.settings, utcnow())
+    ended = sweep(creator_stores(world.db).pending, world.settings, utcnow())
 
     assert ended == 2
     assert world.message(good["_id"])["status"] == "is_missed"

@@ -10,6 +10,7 @@ from creator.janitor import sweep
 from ops.doctor import check_database
 from shared.clock import utcnow
 from shared.store import db as dbm
+from shared.store.mongo import creator_stores
 from tests.integration.ops_helpers import run_cli
 
 AHEAD = dt.timedelta(minutes=7)
@@ -29,7 +30,7 @@ def test_a_janitor_7_minutes_ahead_ends_nothing_before_due_plus_grace_by_the_dat
     soon = _due_relative_to_janitor(world, "sk", "soon", dt.timedelta(minutes=3))
     gone = _due_relative_to_janitor(world, "sk", "gone", -dt.timedelta(minutes=1))
     before = utcnow()
-    assert sweep(world.db, world.settings, before + AHEAD) == 1
+    assert sweep(creator_stores(world.db).pending, world.settings, before + AHEAD) == 1
     assert world.message(soon)["status"] == "pending"  # 3 min short of due + grace + margin
     ended = world.message(gone)
     assert ended["status"] == "is_missed"

@@ -799,10 +799,9 @@ def test_a_reminder_changed_while_a_pass_holds_its_old_version_keeps_its_occurre
 
         return step
 
-    if inserted_at == "between-the-bump-and-the-cancel":
-        from creator.writers import versions
-
-        monkeypatch.setattr(versions, "watermarks", let_the_pass_insert_then(versions.watermarks))
+    if inserted_at == "between-the-bump-and-the-cancel":  # the writer reads the watermark
+        parts = m.planner.stores.partitions
+        monkeypatch.setattr(parts, "watermarks", let_the_pass_insert_then(parts.watermarks))
     elif inserted_at == "after-the-cancel":
         monkeypatch.setattr(m.versions, "supersede", then_let_the_pass_insert(m.versions.supersede))
     else:

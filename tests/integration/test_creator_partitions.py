@@ -16,6 +16,7 @@ from creator.planner import PassReport, Planner
 from shared.domain.messages import Status, new_message
 from shared.domain.plan import bucket_of, partition_of
 from shared.store import db as dbm
+from shared.store.mongo import creator_stores
 from shared.store.partitions import LEGACY_ID, Membership
 from shared.wire import WakeUp
 from tests.integration.harness import MessageReads, World
@@ -65,7 +66,8 @@ def creator(world: World, name: str, clock: Clock) -> tuple[Planner, list[WakeUp
     with contextlib.suppress(OperationFailure):
         world.db[dbm.CREATORS].drop_index("creators_by_heartbeat")
     s = world.settings
-    membership = Membership(world.db, s.creator.partitions, s.creator.lease_seconds, me=name)
+    parts = creator_stores(world.db).partitions
+    membership = Membership(parts, s.creator.partitions, s.creator.lease_seconds, me=name)
     planner = Planner(world.db, world.broker(), s, clock=clock, membership=membership)
     planner.keep_leases = True
     armed: list[WakeUp] = []

@@ -406,6 +406,7 @@ def test_a_pass_the_janitor_and_a_replay_go_through_indexes(world, reads):
     collection that grows every day, each of these runs every interval or at an incident."""
     from creator.janitor import sweep
     from shared.clock import utcnow
+    from shared.store.mongo import creator_stores
     from tests.integration.ops_helpers import run_cli
 
     dbm.ensure_indexes(world.db)
@@ -416,7 +417,7 @@ def test_a_pass_the_janitor_and_a_replay_go_through_indexes(world, reads):
     sent = reads(lambda: world.planner().run_pass())
     due = (utcnow() - dt.timedelta(hours=1)).replace(microsecond=0)
     world.due_messages(["p1", "p2"], due, arm=False, category="safety", label="x")
-    sent += reads(lambda: sweep(world.db, world.settings, utcnow()))
+    sent += reads(lambda: sweep(creator_stores(world.db).pending, world.settings, utcnow()))
     assert run_cli(world.settings, "replay", "--dry-run") == 0
     sent += reads(lambda: run_cli(world.settings, "replay", "--yes", "--by", "t", "--reason", "r"))
     assert len(world.fake.pushes()) == 2

@@ -27,6 +27,7 @@ from shared.clock import utcnow
 from shared.errors import TransientError
 from shared.expo.sender import ExpoSender
 from shared.store import db as dbm
+from shared.store.mongo import creator_stores
 from tests.integration.ops_helpers import missed, run_cli
 
 UNKNOWN = "outcome unknown"
@@ -140,7 +141,7 @@ def test_a_replay_killed_hard_is_settled_by_the_janitor_once_its_lease_ran_out(w
     assert set(world.statuses(ids).values()) == {"replaying"}
     (left,) = _pushed(world)
     monkeypatch.setattr(janitor, "_replays_checked", {}, raising=False)
-    sweep(world.db, world.settings, utcnow())
+    sweep(creator_stores(world.db).pending, world.settings, utcnow())
     after = world.statuses(ids)
     assert after[left] == "failed" and UNKNOWN in world.message(left)["reason"]
     assert {after[i] for i in ids if i != left} == {"is_missed"}, after
@@ -181,7 +182,7 @@ def test_a_message_left_replaying_by_the_old_replay_ends_outcome_unknown(world, 
         },
     )
     monkeypatch.setattr(janitor, "_replays_checked", {}, raising=False)
-    sweep(world.db, world.settings, utcnow())
+    sweep(creator_stores(world.db).pending, world.settings, utcnow())
     m = world.message(mid)
     assert m["status"] == "failed" and UNKNOWN in m["reason"]
     assert run_cli(world.settings, "replay", "--yes") == 0

@@ -20,6 +20,7 @@ from shared.errors import TransientError
 from shared.expo.sender import ExpoSender
 from shared.replaying import send_replay
 from shared.store import db as dbm
+from shared.store.mongo import creator_stores
 from shared.wire import WakeUp
 from tests.integration.ops_helpers import missed, run_cli
 from tests.integration.test_replay_recovery import DiesAfterRequest
@@ -88,7 +89,7 @@ def test_a_consumer_killed_while_sending_a_replay_is_settled_by_the_janitor_neve
     assert set(world.statuses(ids).values()) == {"replaying"}
     (left,) = _pushed(world)
     monkeypatch.setattr(janitor, "_replays_checked", {}, raising=False)
-    sweep(world.db, world.settings, utcnow())
+    sweep(creator_stores(world.db).pending, world.settings, utcnow())
     after = world.statuses(ids)
     assert after[left] == "failed" and UNKNOWN in world.message(left)["reason"], after
     assert {after[i] for i in ids if i != left} == {"is_missed"}, after

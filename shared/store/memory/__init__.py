@@ -44,7 +44,7 @@ def memory_creator_stores(tables: Tables | None = None) -> CreatorStores:
         changes=MemoryChanges(t),
         partitions=MemoryPartitions(t),
         plans=MemoryPlans(t),
-        pending=MemoryPending(t),
+        pending=MemoryPending(t, memory_stores(t)),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,12 @@ class Tables:
     senders: dict[str, Doc] = field(default_factory=dict)
     idempotency: dict[str, Doc] = field(default_factory=dict)  # the API's Idempotency-Key records
     sessions: dict[str, Doc] = field(default_factory=dict)  # the console's logins
+    partitions: dict[str, Doc] = field(default_factory=dict)
+    creators: dict[str, Doc] = field(default_factory=dict)
+    state: dict[str, Doc] = field(default_factory=dict)  # planner_state: the legacy watermark
+    # What the twin says the database server's clock is (``PendingStore.server_now``; a test
+    # gives its fake clock); None: it says none, as a server that does not report its time.
+    server_clock: Callable[[], dt.datetime] | None = None
 
     def put(self, table: str, *docs: Doc) -> None:
         """Insert or replace ``docs`` (by ``_id``) in ``table``."""

@@ -59,7 +59,7 @@ def creator_stores(database: Database[Doc]) -> CreatorStores:
         changes=MongoChanges(database),
         partitions=MongoPartitions(database),
         plans=MongoPlans(database),
-        pending=MongoPending(database),
+        pending=MongoPending(database, consumer_stores(database)),
     )
 
 

@@ -1,22 +1,11 @@
-"""The MongoDB adapter of the creator's planning stores (``shared.store.abc_planning``)."""
+"""The MongoDB adapter of the creator's planning stores (``shared.store.abc_planning``), one
+module per responsibility: partitions and leases, what a planning reads and inserts, pending
+messages."""
 
 from __future__ import annotations
 
-from pymongo.database import Database
+from shared.store.mongo.partitions import MongoPartitions
+from shared.store.mongo.pending import MongoPending
+from shared.store.mongo.plans import MongoPlans
 
-from shared.domain.messages import Doc
-
-
-class MongoPartitions:
-    def __init__(self, database: Database[Doc]) -> None:
-        self.db = database
-
-
-class MongoPlans:
-    def __init__(self, database: Database[Doc]) -> None:
-        self.db = database
-
-
-class MongoPending:
-    def __init__(self, database: Database[Doc]) -> None:
-        self.db = database
+__all__ = ["MongoPartitions", "MongoPending", "MongoPlans"]
