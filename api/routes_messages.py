@@ -6,13 +6,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
 from api import checks, pages
 from api.deps import AppCaller, BackendDep
 from api.models import MessageOut, MessagePage
 from api.params import MessageId, PageDep, UserId
-from api.problems import READS, ApiProblem, field_error, invalid, problem_responses
+from api.problems import ApiProblem, field_error, invalid, problem_responses
+from api.router import ResourceRouter
 from api.views import device_ids, message_out
 from shared.domain.messages import Status
 from shared.domain.validation import shown
@@ -21,7 +22,7 @@ from shared.instants import EPOCH
 from shared.store.mongo import reads
 from shared.store.mongo.history import messages_page
 
-router = APIRouter(tags=["messages"])
+router = ResourceRouter(tags=["messages"])
 
 StatusParam = Annotated[
     Literal["pending", "replaying", "success", "failed", "is_missed", "cancelled"] | None,
@@ -88,12 +89,7 @@ def list_messages(
     )
 
 
-@router.get(
-    "/v1/messages/{messageId}",
-    response_model=MessageOut,
-    summary="One message",
-    responses=READS,
-)
+@router.read("/v1/messages/{messageId}", MessageOut, "One message")
 def get_message(message_id: MessageId, b: BackendDep, _: AppCaller) -> MessageOut:
     doc = reads.message(b.db, message_id)
     if doc is None:

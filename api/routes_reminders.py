@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
 from api import pages
@@ -16,13 +16,14 @@ from api.idempotency import IdempotencyStore, Stored, check_key, fingerprint
 from api.manage import ReminderSpec, new_reminder_id
 from api.models import ReminderIn, ReminderOut, ReminderPage, ReminderPatch
 from api.params import IdempotencyKey, PageDep, ReminderId, UserId
-from api.problems import NO_CONTENT, READS, WRITES, is_refusal, problem_responses
+from api.problems import is_refusal, problem_responses
+from api.router import ResourceRouter
 from api.views import reminder_out
 from shared.domain.messages import Doc
 from shared.store.mongo import reads
 from shared.store.mongo.history import last_occurrences
 
-router = APIRouter(prefix="/v1/users/{userId}/reminders", tags=["reminders"])
+router = ResourceRouter(prefix="/v1/users/{userId}/reminders", tags=["reminders"])
 
 
 def spec_of(body: ReminderIn) -> ReminderSpec:
@@ -118,12 +119,7 @@ def post_reminder(
     return JSONResponse(out, status_code=201)
 
 
-@router.patch(
-    "/{reminderId}",
-    response_model=ReminderOut,
-    summary="Change some fields of a reminder",
-    responses=WRITES,
-)
+@router.write("/{reminderId}", ReminderOut, "Change some fields of a reminder", method="PATCH")
 def patch_reminder(
     user_id: UserId, reminder_id: ReminderId, body: ReminderPatch, b: BackendDep, _: AppCaller
 ) -> ReminderOut:
@@ -136,11 +132,7 @@ def patch_reminder(
     return show(b, doc)
 
 
-@router.delete(
-    "/{reminderId}",
-    summary="Remove a reminder",
-    **NO_CONTENT,
-)
+@router.remove("/{reminderId}", "Remove a reminder")
 def delete_reminder(
     user_id: UserId, reminder_id: ReminderId, b: BackendDep, _: AppCaller
 ) -> Response:
@@ -149,24 +141,14 @@ def delete_reminder(
     return Response(status_code=204)
 
 
-@router.get(
-    "/{reminderId}",
-    response_model=ReminderOut,
-    summary="A reminder",
-    responses=READS,
-)
+@router.read("/{reminderId}", ReminderOut, "A reminder")
 def get_reminder(
     user_id: UserId, reminder_id: ReminderId, b: BackendDep, _: AppCaller
 ) -> ReminderOut:
     return show(b, b.manager.owned_reminder(user_id, reminder_id))
 
 
-@router.get(
-    "",
-    response_model=ReminderPage,
-    summary="The user's reminders, a page at a time (by id)",
-    responses=READS,
-)
+@router.read("", ReminderPage, "The user's reminders, a page at a time (by id)")
 def list_reminders(
     user_id: UserId,
     b: BackendDep,

@@ -3,25 +3,20 @@ logout, GET = the user's active registrations)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from api import pages
 from api.deps import AppCaller, BackendDep
 from api.models import DeviceIn, DeviceOut, DevicePage, UserIn, UserOut
 from api.params import DeviceId, PageDep, UserId
-from api.problems import NO_CONTENT, READS, WRITES
+from api.router import ResourceRouter
 from api.views import device_out, user_out
 from shared.store.mongo import reads
 
-router = APIRouter(prefix="/v1/users", tags=["users"])
+router = ResourceRouter(prefix="/v1/users", tags=["users"])
 
 
-@router.put(
-    "/{userId}",
-    response_model=UserOut,
-    summary="Create or replace a user",
-    responses=WRITES,  # 404: the user erased while this was applied
-)
+@router.write("/{userId}", UserOut, "Create or replace a user")  # 404: the user erased meanwhile
 def put_user(user_id: UserId, body: UserIn, b: BackendDep, _: AppCaller) -> UserOut:
     """The user as a whole: a category left out is on, no quietHours/dailyCap clears them. A
     new time zone re-plans every pending message at once (as `tzpush users upsert`)."""
@@ -37,21 +32,12 @@ def put_user(user_id: UserId, body: UserIn, b: BackendDep, _: AppCaller) -> User
     return user_out(doc, b.settings.categories)
 
 
-@router.get(
-    "/{userId}",
-    response_model=UserOut,
-    summary="A user",
-    responses=READS,
-)
+@router.read("/{userId}", UserOut, "A user")
 def get_user(user_id: UserId, b: BackendDep, _: AppCaller) -> UserOut:
     return user_out(b.manager.get_user(user_id), b.settings.categories)
 
 
-@router.delete(
-    "/{userId}",
-    summary="Erase a user",
-    **NO_CONTENT,
-)
+@router.remove("/{userId}", "Erase a user")
 def delete_user(user_id: UserId, b: BackendDep, _: AppCaller) -> Response:
     """Erasure: pending (and missed) messages cancelled, devices deactivated and removed,
     reminders and the user removed; message history kept anonymised (docs/api.md)."""
@@ -59,11 +45,10 @@ def delete_user(user_id: UserId, b: BackendDep, _: AppCaller) -> Response:
     return Response(status_code=204)
 
 
-@router.put(
+@router.write(
     "/{userId}/devices/{deviceId}",
-    response_model=DeviceOut,
-    summary="A login: this device's push token now belongs to this user",
-    responses=WRITES,
+    DeviceOut,
+    "A login: this device's push token now belongs to this user",
 )
 async def put_device(
     user_id: UserId, device_id: DeviceId, body: DeviceIn, b: BackendDep, _: AppCaller
@@ -74,10 +59,9 @@ async def put_device(
     return device_out(doc)
 
 
-@router.delete(
+@router.remove(
     "/{userId}/devices/{deviceId}",
-    summary="A logout: this user's registration of the device is deactivated",
-    **NO_CONTENT,
+    "A logout: this user's registration of the device is deactivated",
 )
 def delete_device(user_id: UserId, device_id: DeviceId, b: BackendDep, _: AppCaller) -> Response:
     """Deactivates only this user's registration, so a late logout never logs out whoever
@@ -86,11 +70,8 @@ def delete_device(user_id: UserId, device_id: DeviceId, b: BackendDep, _: AppCal
     return Response(status_code=204)
 
 
-@router.get(
-    "/{userId}/devices",
-    response_model=DevicePage,
-    summary="The user's active device registrations, a page at a time",
-    responses=READS,
+@router.read(
+    "/{userId}/devices", DevicePage, "The user's active device registrations, a page at a time"
 )
 def list_devices(
     user_id: UserId, b: BackendDep, _: AppCaller, request: Request, page: PageDep
