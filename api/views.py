@@ -8,7 +8,7 @@ occurrence of a reminder whose rule cannot be resolved is null.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -35,6 +35,11 @@ def _map(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
 
 
+def _each(read: Callable[[Any], Any], doc: Doc, *names: str) -> dict[str, Any]:
+    """``{name: read(doc.get(name))}``: fields shown under their stored names, each read alike."""
+    return {name: read(doc.get(name)) for name in names}
+
+
 def user_out(doc: Doc, categories: Iterable[str]) -> UserOut:
     prefs = _map(doc.get("prefs"))
     stored = _map(prefs.get("categories"))
@@ -54,8 +59,7 @@ def user_out(doc: Doc, categories: Iterable[str]) -> UserOut:
             "categories": {c: bool(stored.get(c, True)) for c in categories},
             "quietHours": quiet_out,
             "dailyCap": _int(doc.get("dailyCap")),
-            "createdAt": as_time(doc.get("createdAt")),
-            "updatedAt": as_time(doc.get("updatedAt")),
+            **_each(as_time, doc, "createdAt", "updatedAt"),
         }
     )
 
@@ -64,9 +68,7 @@ def device_out(doc: Doc) -> DeviceOut:
     return DeviceOut.model_validate(
         {
             "registrationId": str(doc["_id"]),
-            "userId": str(doc.get("userId")),
-            "deviceId": str(doc.get("deviceId")),
-            "token": str(doc.get("token")),
+            **_each(str, doc, "userId", "deviceId", "token"),
             "active": bool(doc.get("isActive")),
             "createdAt": as_time(doc.get("createdAt")),
         }
@@ -108,19 +110,15 @@ def reminder_out(doc: Doc, user: Doc | None, now: dt.datetime, last: Doc | None)
     return ReminderOut.model_validate(
         {
             "id": str(doc["_id"]),
-            "userId": str(doc.get("userId")),
-            "category": str(doc.get("category")),
-            "label": str(doc.get("label")),
+            **_each(str, doc, "userId", "category", "label"),
             "at": str(doc.get("time")),
             "offsetMinutes": _int(doc.get("offsetMinutes")) or 0,
             "weekdays": days,
-            "title": _str(doc.get("title")),
-            "body": _str(doc.get("body")),
+            **_each(_str, doc, "title", "body"),
             "data": data if isinstance(data, dict) else None,
             "active": bool(doc.get("active", True)),
             "version": _int(doc.get("version")) or 1,
-            "createdAt": as_time(doc.get("createdAt")),
-            "updatedAt": as_time(doc.get("updatedAt")),
+            **_each(as_time, doc, "createdAt", "updatedAt"),
             "nextOccurrenceAt": nxt,
             "nextOccurrenceLocal": local,
             "lastOccurrence": last_out,
@@ -145,24 +143,13 @@ def message_out(doc: Doc, devices: Mapping[str, str]) -> MessageOut:
     return MessageOut.model_validate(
         {
             "id": str(doc["_id"]),
-            "userId": _str(doc.get("userId")),
-            "reminderId": _str(doc.get("reminderId")),
+            **_each(_str, doc, "userId", "reminderId", "category", "label", "title", "body"),
+            **_each(_str, doc, "status", "reason", "localDate", "timezone"),
+            **_each(as_time, doc, "scheduledAt", "sentAt", "finishedAt", "erasedAt"),
             "deviceId": devices.get(token_id) if isinstance(token_id, str) else None,
-            "category": _str(doc.get("category")),
-            "label": _str(doc.get("label")),
-            "title": _str(doc.get("title")),
-            "body": _str(doc.get("body")),
-            "status": _str(doc.get("status")),
-            "reason": _str(doc.get("reason")),
-            "scheduledAt": as_time(doc.get("scheduledAt")),
-            "localDate": _str(doc.get("localDate")),
-            "timezone": _str(doc.get("timezone")),
-            "sentAt": as_time(doc.get("sentAt")),
-            "finishedAt": as_time(doc.get("finishedAt")),
             "latenessMs": _int(doc.get("lateness_ms")),
             "attempts": _int(doc.get("attempts")),
             "receipt": receipt_out,
             "replayed": isinstance(doc.get("replay"), Mapping),
-            "erasedAt": as_time(doc.get("erasedAt")),
         }
     )
