@@ -16,7 +16,6 @@ from shared.domain.validation import category_problem, validate_id
 from shared.errors import InputError, NotFoundError, TzpushError
 from shared.settings import Settings
 from shared.store import erasure
-from shared.store import users as user_store
 from shared.store.abc_creator import CreatorStores
 
 
@@ -96,7 +95,7 @@ class Context:
     def get_user(self, user_id: str) -> Doc:
         """The stored user; ``NotFoundError`` (404) when there is none."""
         validate_id(user_id, "user id")
-        doc = user_store.get(self.db, user_id)
+        doc = self.stores.users.get(user_id)
         if doc is None:
             raise NotFoundError(f"no user {user_id!r}")
         return doc

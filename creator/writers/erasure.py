@@ -11,8 +11,6 @@ from typing import Any
 from creator.planner import PassReport
 from creator.writers.base import ERASED_MEANWHILE, Context
 from shared.store import erasure, tokens
-from shared.store import reminders as reminder_store
-from shared.store import users as user_store
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +52,10 @@ class ErasureWriter:
         now = ctx.now
         regs, changes = ctx.stores.registrations, ctx.stores.changes
         changes.record([user_id], now, erased=True)
-        user_store.delete(ctx.db, user_id)
+        ctx.stores.users.delete(user_id)
         off = tokens.stamped(changes, regs.deactivate_of_user(user_id, ERASED, now), now)
         regs.delete_of_user(user_id)
-        removed = reminder_store.delete_of_user(ctx.db, user_id)
+        removed = ctx.stores.reminders.delete([user_id])
         cancelled, history, pseudonym = erasure.scrub(ctx.db, user_id, now)
         changes.erase_counters(user_id)
         erasure.forget_requests(ctx.db, user_id)
@@ -113,7 +111,7 @@ class ErasureWriter:
             tokens.stamped(self.ctx.stores.changes, off, now)
             store.delete_ids_of(tids, gone)
         if rids:
-            reminder_store.delete(self.ctx.db, rids, gone)
+            self.ctx.stores.reminders.delete(gone, rids)
         again = sorted(gone & found.keys())  # created again: what was planned from it is theirs
         held = sorted({str(t) for u in gone for t in kept.get(u, ())})
         ended = self._scrub_planned(again, tids + held, rids) if again else 0
