@@ -115,4 +115,31 @@ class ReminderStore(Protocol):
 
 
 class ErasureStore(Protocol):
-    """What an erasure reads (incarnations, missing users) and scrubs."""
+    """What an erasure does to a user's messages and Idempotency-Key records, and who holds a
+    user id now (``shared.store.erasure`` has the rules over the answers)."""
+
+    def scrub(
+        self, user_id: str, now: dt.datetime, *, planned_before: dt.datetime | None = None
+    ) -> tuple[int, int, str]:
+        """End the user's pending and missed messages ``cancelled`` "user erased" and anonymise
+        all of them (``erasure.anonymous``: one pseudonym for the sweep). ``planned_before``:
+        only messages whose ``plannedAt`` is at or before it. Returns (ended, anonymised, the
+        pseudonym)."""
+
+    def scrub_ids(self, ids: Collection[str], now: dt.datetime) -> tuple[int, str]:
+        """``scrub`` for these messages (by id, of one user): those still pending or missed end
+        ``cancelled`` "user erased", all are anonymised. Returns (ended, the pseudonym)."""
+
+    def incarnations(self, user_ids: Collection[str]) -> dict[str, Any]:
+        """Those of these users that exist (string ids only), each with its ``createdAt``:
+        which user holds the id now."""
+
+    def planned_from(
+        self, user_ids: Collection[str], field: str, values: Collection[Any]
+    ) -> dict[str, list[Any]]:
+        """The ids of these users' messages whose ``field`` (``notificationTokenId`` or
+        ``reminderId``) is one of ``values``, by user."""
+
+    def forget_requests(self, user_id: str) -> int:
+        """Delete the user's Idempotency-Key records (their stored answers hold the user's
+        labels and texts); how many."""

@@ -8,6 +8,7 @@ import datetime as dt
 from typing import Any
 
 from shared.store.abc_accounts import UserUpsert, VersionCancel
+from shared.store.erasure import SCRUBBED
 from tests.contract.backends import Backend
 
 T0 = dt.datetime(2026, 3, 1, 8, 0, tzinfo=dt.UTC)
@@ -258,3 +259,101 @@ def test_deleting_reminders_takes_only_the_users_named(backend: Backend):
     assert store.delete(["a"]) == 1
     assert store.delete(["nobody"]) == 0
     assert sorted(store.get_many(["a1", "a2", "b1", "c1"])) == ["b1", "c1"]
+
+
+# -- erasure -----------------------------------------------------------------------------------
+def _anonymised(backend: Backend, mid: str, pseudonym: str) -> None:
+    doc = backend.raw("messages", mid)
+    assert doc is not None
+    assert doc["userId"] == pseudonym and doc["erasedAt"] == at(9), doc
+    assert all(doc[k] is None for k in SCRUBBED), doc
+
+
+def test_a_scrub_ends_what_could_still_go_and_anonymises_every_message(backend: Backend):
+    backend.seed(
+        "messages",
+        message("pending", at(60)),
+        message("missed", at(-60), status="is_missed"),
+        message("sent", at(-120), status="success", reason=None),
+        message("theirs", at(60), userId="other"),
+    )
+    ended, anonymised, pseudonym = backend.creator.erasure.scrub("u", at(9))
+    assert (ended, anonymised) == (2, 3)
+    assert pseudonym.startswith("erased-") and len(pseudonym) == len("erased-") + 16
+    assert status(backend, "pending") == status(backend, "missed") == ("cancelled", "user erased")
+    assert status(backend, "sent") == ("success", None)
+    for mid in ("pending", "missed", "sent"):
+        _anonymised(backend, mid, pseudonym)
+    theirs = backend.raw("messages", "theirs")
+    assert theirs is not None and theirs["userId"] == "other" and theirs["title"] == "Pill"
+    assert backend.creator.erasure.scrub("u", at(10))[:2] == (0, 0)
+
+
+def test_a_scrub_of_what_was_planned_before_an_instant_leaves_what_came_after(backend: Backend):
+    backend.seed(
+        "messages",
+        message("before", at(60), plannedAt=at(-10)),
+        message("edge", at(61), plannedAt=at(0)),
+        message("after", at(62), plannedAt=at(1)),
+        message("unknown", at(63), plannedAt=None),
+    )
+    ended, anonymised, pseudonym = backend.creator.erasure.scrub("u", at(9), planned_before=at(0))
+    assert (ended, anonymised) == (2, 2)
+    _anonymised(backend, "before", pseudonym)
+    _anonymised(backend, "edge", pseudonym)
+    for mid in ("after", "unknown"):
+        assert status(backend, mid) == ("pending", None), mid
+
+
+def test_a_scrub_by_ids_ends_and_anonymises_only_those(backend: Backend):
+    backend.seed(
+        "messages",
+        message("m1", at(60)),
+        message("m2", at(-60), status="failed", reason="outcome unknown"),
+        message("m3", at(60)),
+    )
+    erasure = backend.creator.erasure
+    ended, pseudonym = erasure.scrub_ids(["m1", "m2", "nope"], at(9))
+    assert ended == 1
+    assert status(backend, "m1") == ("cancelled", "user erased")
+    assert status(backend, "m2") == ("failed", "outcome unknown")
+    _anonymised(backend, "m1", pseudonym)
+    _anonymised(backend, "m2", pseudonym)
+    assert status(backend, "m3") == ("pending", None)
+    none, other = erasure.scrub_ids([], at(9))
+    assert none == 0 and other.startswith("erased-") and other != pseudonym
+
+
+def test_incarnations_say_which_user_holds_each_id_now(backend: Backend):
+    backend.seed("users", user("a"), user("b", createdAt=at(5)), {"_id": "c", "timezone": "UTC"})
+    found = backend.creator.erasure.incarnations(["a", "b", "c", "gone"])
+    assert found == {"a": at(-100), "b": at(5), "c": None}
+    assert backend.creator.erasure.incarnations([]) == {}
+
+
+def test_planned_from_finds_a_users_messages_by_token_or_reminder(backend: Backend):
+    backend.seed(
+        "messages",
+        message("m1", at(60), notificationTokenId="t1"),
+        message("m2", at(61), notificationTokenId="t2", reminderId="r2"),
+        message("m3", at(62), notificationTokenId="t1", userId="v"),
+        message("m4", at(63), notificationTokenId="t1", userId="w"),
+    )
+    erasure = backend.creator.erasure
+    by_token = erasure.planned_from(["u", "v"], "notificationTokenId", ["t1", "t9"])
+    assert {u: sorted(ids) for u, ids in by_token.items()} == {"u": ["m1"], "v": ["m3"]}
+    assert erasure.planned_from(["u"], "reminderId", ["r2"]) == {"u": ["m2"]}
+    assert erasure.planned_from(["u"], "reminderId", ["r9"]) == {}
+
+
+def test_forgetting_a_users_requests_deletes_only_theirs(backend: Backend):
+    backend.seed(
+        "idempotency",
+        {"_id": "k1", "userId": "u", "answer": {"label": "pill"}},
+        {"_id": "k2", "userId": "u"},
+        {"_id": "k3", "userId": "other"},
+    )
+    assert backend.creator.erasure.forget_requests("u") == 2
+    assert backend.creator.erasure.forget_requests("u") == 0
+    assert backend.raw("idempotency", "k1") is None and backend.raw("idempotency", "k2") is None
+    assert backend.raw("idempotency", "k3") is not None

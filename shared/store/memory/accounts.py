@@ -11,6 +11,7 @@ from typing import Any
 
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.store.abc_accounts import UserUpsert, VersionCancel
+from shared.store.erasure import ERASED, anonymous
 from shared.store.memory.base import Tables, dotted, out, set_fields
 
 UPDATES = frozenset(("$set", "$setOnInsert"))  # the update operators a user upsert may use
@@ -192,6 +193,60 @@ class MemoryErasure:
     def __init__(self, tables: Tables) -> None:
         self.t = tables
 
+    def scrub(
+        self, user_id: str, now: dt.datetime, *, planned_before: dt.datetime | None = None
+    ) -> tuple[int, int, str]:
+        with self.t.lock:
+            mine = [
+                d
+                for d in self.t.messages.values()
+                if d.get("userId") == user_id
+                and (
+                    planned_before is None
+                    or (isinstance(p := d.get("plannedAt"), dt.datetime) and p <= planned_before)
+                )
+            ]
+            ended = sum(_end_erased(d, now) for d in mine)
+            pseudonym, blank = anonymous(now)
+            for d in mine:
+                set_fields(d, blank)
+        return ended, len(mine), pseudonym
+
+    def scrub_ids(self, ids: Collection[str], now: dt.datetime) -> tuple[int, str]:
+        pseudonym, blank = anonymous(now)
+        with self.t.lock:
+            mine = [d for i in ids if (d := self.t.messages.get(i)) is not None]
+            ended = sum(_end_erased(d, now) for d in mine)
+            for d in mine:
+                set_fields(d, blank)
+        return ended, pseudonym
+
+    def incarnations(self, user_ids: Collection[str]) -> dict[str, Any]:
+        with self.t.lock:
+            return {
+                u: d.get("createdAt")
+                for u in user_ids
+                if isinstance(u, str) and (d := self.t.users.get(u)) is not None
+            }
+
+    def planned_from(
+        self, user_ids: Collection[str], field: str, values: Collection[Any]
+    ) -> dict[str, list[Any]]:
+        users, wanted = set(user_ids), list(values)
+        ids: dict[str, list[Any]] = {}
+        with self.t.lock:
+            for i, d in self.t.messages.items():
+                if _in(d.get("userId"), users) and _in(dotted(d, field), wanted):
+                    ids.setdefault(str(d["userId"]), []).append(i)
+        return ids
+
+    def forget_requests(self, user_id: str) -> int:
+        with self.t.lock:
+            doomed = [k for k, d in self.t.idempotency.items() if d.get("userId") == user_id]
+            for k in doomed:
+                del self.t.idempotency[k]
+        return len(doomed)
+
 
 def _insert_refused(t: Tables, table: dict[str, Doc], docs: Sequence[Doc]) -> set[int]:
     """Insert copies of ``docs`` into ``table`` (unordered, under the lock); the positions of
@@ -204,6 +259,14 @@ def _insert_refused(t: Tables, table: dict[str, Doc], docs: Sequence[Doc]) -> se
             else:
                 table[doc["_id"]] = out(doc)
     return refused
+
+
+def _end_erased(d: Doc, now: dt.datetime) -> bool:
+    """End ``d`` ``cancelled`` "user erased" if it is pending or missed; whether it ended."""
+    if d.get("status") not in (Status.PENDING.value, Status.IS_MISSED.value):
+        return False
+    set_fields(d, terminal_update(Status.CANCELLED, ERASED, now))
+    return True
 
 
 def _project(d: Doc, fields: Collection[str]) -> Doc:

@@ -13,7 +13,12 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.store import db as dbm
+from shared.store.abc import Ending
 from shared.store.abc_accounts import UserUpsert, VersionCancel
+from shared.store.erasure import ERASED, anonymous
+from shared.store.mongo.messages import ending_op
+
+LOOKUP = 1000  # ids per lookup of users
 
 
 class MongoUsers:
@@ -178,5 +183,61 @@ class MongoReminders:
 
 
 class MongoErasure:
+    """What an erasure scrubs (``notification_messages``, ``api_idempotency``) and who holds a
+    user id (``users``)."""
+
     def __init__(self, database: Database[Doc]) -> None:
         self.db = database
+
+    def scrub(
+        self, user_id: str, now: dt.datetime, *, planned_before: dt.datetime | None = None
+    ) -> tuple[int, int, str]:
+        messages = self.db[dbm.MESSAGES]
+        mine: Doc = {"userId": user_id}
+        if planned_before is not None:
+            mine["plannedAt"] = {"$lte": planned_before}
+        ended = messages.update_many(
+            {**mine, "status": {"$in": [Status.PENDING.value, Status.IS_MISSED.value]}},
+            {"$set": terminal_update(Status.CANCELLED, ERASED, now)},
+        ).modified_count
+        pseudonym, blank = anonymous(now)
+        anonymised = messages.update_many(mine, {"$set": blank}).modified_count
+        return ended, anonymised, pseudonym
+
+    def scrub_ids(self, ids: Collection[str], now: dt.datetime) -> tuple[int, str]:
+        # By ``_id`` (the ``_id`` index): the ids are the caller's, of one user.
+        pseudonym, blank = anonymous(now)
+        if not ids:
+            return 0, pseudonym
+        messages = self.db[dbm.MESSAGES]
+        ends = [
+            ending_op(Ending(i, Status.CANCELLED, ERASED, now, expect=was))
+            for i in ids
+            for was in (Status.PENDING, Status.IS_MISSED)
+        ]
+        ended = messages.bulk_write(ends, ordered=False).modified_count
+        messages.bulk_write([UpdateOne({"_id": i}, {"$set": blank}) for i in ids], ordered=False)
+        return ended, pseudonym
+
+    def incarnations(self, user_ids: Collection[str]) -> dict[str, Any]:
+        # Lookups by id, ``LOOKUP`` at a time.
+        ids = sorted(u for u in user_ids if isinstance(u, str))
+        found: dict[str, Any] = {}
+        for i in range(0, len(ids), LOOKUP):
+            part = ids[i : i + LOOKUP]
+            for d in self.db[dbm.USERS].find({"_id": {"$in": part}}, {"createdAt": 1}):
+                found[d["_id"]] = d.get("createdAt")
+        return found
+
+    def planned_from(
+        self, user_ids: Collection[str], field: str, values: Collection[Any]
+    ) -> dict[str, list[Any]]:
+        flt = {"userId": {"$in": sorted(user_ids)}, field: {"$in": sorted(values)}}
+        ids: dict[str, list[Any]] = {}
+        for d in self.db[dbm.MESSAGES].find(flt, {"userId": 1}):
+            ids.setdefault(str(d["userId"]), []).append(d["_id"])
+        return ids
+
+    def forget_requests(self, user_id: str) -> int:
+        # A request still running for the user finds its record gone and stores no answer.
+        return int(self.db[dbm.IDEMPOTENCY].delete_many({"userId": user_id}).deleted_count)
