@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pymongo.database import Database
 
+from creator.context import Where
 from creator.planner import Planner
 from shared.domain.messages import Doc
 from shared.domain.validation import category_problem, validate_id
@@ -76,12 +77,21 @@ class Batch:
 
 
 class Context:
-    """The database, the planner (its clock is the writers' clock) and the settings."""
+    """The stores (those of the planner), the planner (its clock is the writers' clock) and the
+    settings. ``where``: the MongoDB database the planner's stores are made on, or those stores;
+    ``db`` is that database (for the code not yet behind the seam), an error over other stores."""
 
-    def __init__(self, database: Database[Doc], planner: Planner, settings: Settings) -> None:
-        self.db = database
+    def __init__(self, where: Where, planner: Planner, settings: Settings) -> None:
+        self._db = None if isinstance(where, CreatorStores) else where
         self.planner = planner
         self.settings = settings
+
+    @property
+    def db(self) -> Database[Doc]:
+        """The MongoDB database given (transitional); an error over other stores."""
+        if self._db is None:
+            raise RuntimeError("these writers work over stores that are not MongoDB")
+        return self._db
 
     @property
     def stores(self) -> CreatorStores:
