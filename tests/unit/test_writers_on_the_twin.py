@@ -1,5 +1,5 @@
-"""The management writers over the memory twin: they build with no MongoDB, and what they read
-of users and reminders comes from the accounts stores (``shared.store.abc_accounts``)."""
+"""The management writers over the memory twin: they build with no MongoDB, and a user's life
+(created, a reminder planned, erased) goes through the creator's stores alone."""
 
 from __future__ import annotations
 
@@ -10,26 +10,42 @@ import pytest
 
 from creator.planner import Planner
 from creator.writers import Writers
+from creator.writers.reminders import ReminderSpec
+from creator.writers.users import UserChange
+from shared.clock import FakeClock
 from shared.errors import NotFoundError
 from shared.settings import Settings
 from shared.store.memory import Tables, memory_creator_stores
-from shared.store.partitions import Membership
 
-NOW = dt.datetime(2026, 3, 29, 8, 0, tzinfo=dt.UTC)
+T0 = dt.datetime(2026, 3, 2, 7, 0, tzinfo=dt.UTC)
 
 
-def writers(tables: Tables) -> Writers:
+class StubBroker:
+    """What the wake-up publisher needs of a STOMP client: it counts what it would schedule."""
+
+    connected = True
+    sent = 0
+
+    def connect(self) -> StubBroker:
+        return self
+
+    def send(self, destination: str, body: bytes, **_: Any) -> None:
+        self.sent += 1
+
+    def flush(self) -> None:
+        pass
+
+
+def writers(tables: Tables, broker: StubBroker | None = None) -> Writers:
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     stores = memory_creator_stores(tables)
-    # Membership is the planning passes' (not used by these calls); it takes no stores yet.
-    membership = Membership(cast(Any, None), settings.creator.partitions, 30)
-    planner = Planner(stores, None, settings, lambda: NOW, membership=membership)
-    return Writers(stores, planner, settings)
+    clock = FakeClock(T0)
+    return Writers(stores, Planner(stores, cast(Any, broker), settings, clock), settings)
 
 
 def test_writers_over_the_twin_read_users_and_reminders_from_it() -> None:
     t = Tables()
-    t.put("users", {"_id": "u1", "timezone": "Asia/Tashkent", "createdAt": NOW})
+    t.put("users", {"_id": "u1", "timezone": "Asia/Tashkent", "createdAt": T0})
     t.put(
         "reminders",
         {"_id": "r2", "userId": "u1", "time": "18:00", "label": "b", "isDeleted": False},
@@ -49,8 +65,26 @@ def test_writers_over_the_twin_read_users_and_reminders_from_it() -> None:
     assert w.reminders.get("r1")["time"] == "08:00"
     with pytest.raises(NotFoundError):
         w.reminders.get("r9")
-
-
-def test_writers_over_the_twin_have_no_database() -> None:
     with pytest.raises(RuntimeError, match="not MongoDB"):
-        _ = writers(Tables()).db
+        _ = w.db
+
+
+def test_a_user_created_planned_and_erased_on_the_twin_leaves_nothing_of_theirs() -> None:
+    t = Tables()
+    broker = StubBroker()
+    w = writers(t, broker)
+    w.planner.run_pass()  # a planned window: from now on a change plans at once
+    w.users.upsert(UserChange("u1", timezone="Europe/Paris"))
+    w.logins.register("u1", device="d1", token="ExponentPushToken[a]")
+    w.reminders.put("u1", "r1", ReminderSpec("meal", "lunch", "12:30", title="Lunch"))
+    assert w.planner.run_pass().inserted == 0  # planned by the changes already
+    [pending] = [m for m in t.messages.values() if m["status"] == "pending"]
+    assert (pending["reminderId"], pending["title"]) == ("r1", "Lunch") and broker.sent
+
+    erased = w.erasure.erase("u1")
+
+    assert (erased.cancelled, erased.tokens, erased.reminders) == (1, 1, 1)
+    assert not t.users and not t.reminders and not t.tokens
+    [message] = t.messages.values()
+    assert (message["status"], message["reason"]) == ("cancelled", "user erased")
+    assert message["userId"].startswith("erased-") and message["title"] is None
