@@ -26,7 +26,6 @@ from creator.manage import Manager
 from creator.writers.erasure import Erased
 from creator.writers.reminders import ReminderSpec, stored_content
 from shared.domain.messages import Doc
-from shared.store import reminders as reminder_store
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ class ApiManager(Manager):
 
     def owned_reminder(self, user_id: str, reminder_id: str, *, deleted: bool = False) -> Doc:
         """The user's reminder, or 404 (another user's reminder is not visible here)."""
-        doc = reminder_store.get(self.db, reminder_id)
+        doc = self.stores.reminders.get(reminder_id)
         if doc is None or doc.get("userId") != user_id or (doc.get("isDeleted") and not deleted):
             raise ApiProblem(404, f"no reminder {reminder_id!r} for user {user_id!r}")
         return doc

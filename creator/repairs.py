@@ -90,13 +90,13 @@ class Repairs:
         users = {d["userId"] for d in docs if d["_id"] in fresh}
         if among is not None:
             users &= among
-        found = erasure.incarnations(self.ctx.db, users)
+        found = self.ctx.stores.erasure.incarnations(users)
         if seen is not None:
             seen.update(found)
         gone = erasure.gone(users, read or {}, found)
         for uid in sorted(gone):
             ids = [d["_id"] for d in docs if d["userId"] == uid and d["_id"] in fresh]
-            ended, pseudonym = erasure.scrub_ids(self.ctx.db, ids, self.ctx.clock())
+            ended, pseudonym = self.ctx.stores.erasure.scrub_ids(ids, self.ctx.clock())
             _log_swept(pseudonym, ended)
         return gone
 
@@ -109,16 +109,16 @@ class Repairs:
     ) -> None:
         """Repair what a pass that died (begun at ``since``) inserted in ``window`` for users of
         partitions ``ours`` changed since, and planned before this pass (``now``): for a user
-        erased since, ended and anonymised (``erasure.scrub``); for a user erased and created
+        erased since, ended and anonymised (``ErasureStore.scrub``); for a user erased and created
         again, what belongs to registrations the erasure deleted (``_sweep_recreated``); for a
         registration turned off since, ended ``cancelled`` (``_end_for_dead_registrations``)."""
         n, mine = self.ctx.settings.creator.partitions, set(ours)
         changed = changed_in(self.ctx.stores.changes, since)
         users = {u for u in changed if partition_of(bucket_of(u), n) in mine}
-        gone = erasure.missing(self.ctx.db, users)
+        gone = erasure.gone(users, {}, self.ctx.stores.erasure.incarnations(users))
         for uid in sorted(gone):
-            ended, _, pseudonym = erasure.scrub(
-                self.ctx.db, uid, self.ctx.clock(), planned_before=now
+            ended, _, pseudonym = self.ctx.stores.erasure.scrub(
+                uid, self.ctx.clock(), planned_before=now
             )
             _log_swept(pseudonym, ended)
         self._sweep_recreated(sorted(users - gone), since, window, now)
@@ -133,7 +133,7 @@ class Repairs:
     ) -> None:
         """Of ``users`` (existing), those erased since ``since``: their messages in ``window``
         planned before ``now``, whatever their status, for registrations that no longer exist
-        are ended (if pending or missed) and anonymised (``erasure.scrub_ids``); those for
+        are ended (if pending or missed) and anonymised (``ErasureStore.scrub_ids``); those for
         registrations that exist are kept. ``LOOKUP`` users a read of the change log; the
         messages, then the registrations, read only for users erased since."""
         for i in range(0, len(users), LOOKUP):
@@ -152,7 +152,7 @@ class Repairs:
                 if isinstance(tid, str | int) and tid not in theirs:
                     stale[str(d["userId"])].append(d["_id"])
             for ids in stale.values():
-                ended, pseudonym = erasure.scrub_ids(self.ctx.db, ids, self.ctx.clock())
+                ended, pseudonym = self.ctx.stores.erasure.scrub_ids(ids, self.ctx.clock())
                 _log_swept(pseudonym, ended)
 
     def _end_for_dead_registrations(

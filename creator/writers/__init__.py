@@ -1,12 +1,11 @@
 """Management's one write path: one writer per resource (users, logins, reminders, erasure),
 used alike by a CLI command, a single API call and a batch item (a single call is a batch of
-one: ``creator.writers.batch``). ``Writers`` holds them together over one database, planner
-and settings."""
+one: ``creator.writers.batch``). ``Writers`` holds them together over one database (or the
+planner's stores: ``Where``), planner and settings."""
 
 from __future__ import annotations
 
-from pymongo.database import Database
-
+from creator.context import Where
 from creator.planner import Planner
 from creator.writers.base import Context
 from creator.writers.erasure import ErasureWriter
@@ -14,15 +13,14 @@ from creator.writers.logins import LoginWriter
 from creator.writers.reminders import ReminderWriter
 from creator.writers.users import UserWriter
 from creator.writers.versions import ReminderVersions
-from shared.domain.messages import Doc
 from shared.settings import Settings
 
 
 class Writers(Context):
     """Every writer, sharing this context."""
 
-    def __init__(self, database: Database[Doc], planner: Planner, settings: Settings) -> None:
-        super().__init__(database, planner, settings)
+    def __init__(self, where: Where, planner: Planner, settings: Settings) -> None:
+        super().__init__(where, planner, settings)
         self.erasure = ErasureWriter(self)
         self.versions = ReminderVersions(self)
         self.users = UserWriter(self, self.versions)

@@ -10,13 +10,13 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pymongo.database import Database
 
+from creator.context import Where
 from creator.planner import Planner
 from shared.domain.messages import Doc
 from shared.domain.validation import category_problem, validate_id
 from shared.errors import InputError, NotFoundError, TzpushError
 from shared.settings import Settings
 from shared.store import erasure
-from shared.store import users as user_store
 from shared.store.abc_creator import CreatorStores
 
 
@@ -77,12 +77,21 @@ class Batch:
 
 
 class Context:
-    """The database, the planner (its clock is the writers' clock) and the settings."""
+    """The stores (those of the planner), the planner (its clock is the writers' clock) and the
+    settings. ``where``: the MongoDB database the planner's stores are made on, or those stores;
+    ``db`` is that database (for the code not yet behind the seam), an error over other stores."""
 
-    def __init__(self, database: Database[Doc], planner: Planner, settings: Settings) -> None:
-        self.db = database
+    def __init__(self, where: Where, planner: Planner, settings: Settings) -> None:
+        self._db = None if isinstance(where, CreatorStores) else where
         self.planner = planner
         self.settings = settings
+
+    @property
+    def db(self) -> Database[Doc]:
+        """The MongoDB database given (transitional); an error over other stores."""
+        if self._db is None:
+            raise RuntimeError("these writers work over stores that are not MongoDB")
+        return self._db
 
     @property
     def stores(self) -> CreatorStores:
@@ -96,7 +105,7 @@ class Context:
     def get_user(self, user_id: str) -> Doc:
         """The stored user; ``NotFoundError`` (404) when there is none."""
         validate_id(user_id, "user id")
-        doc = user_store.get(self.db, user_id)
+        doc = self.stores.users.get(user_id)
         if doc is None:
             raise NotFoundError(f"no user {user_id!r}")
         return doc

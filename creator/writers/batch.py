@@ -28,7 +28,6 @@ from creator.writers.users import UserChange
 from shared.domain.messages import Doc
 from shared.errors import PermanentError
 from shared.store import erasure
-from shared.store import users as user_store
 
 Item = UserChange | Login | ReminderPut
 
@@ -40,7 +39,7 @@ def apply(w: Writers, items: Sequence[Item]) -> list[Outcome]:
     ordered = _repeats(items) or _reminder_before_its_user(items)
     users: dict[str, Doc] = {}
     if not ordered:
-        users = user_store.get_many(w.db, {it.user_id for it in items})
+        users = w.stores.users.get_many({it.user_id for it in items})
     if ordered or _zone_change_after_login(items, users):
         done = [one(w, it) for it in items]  # each single call looks for an erasure itself
         _plan(w, items, done, set())

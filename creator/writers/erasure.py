@@ -11,8 +11,6 @@ from typing import Any
 from creator.planner import PassReport
 from creator.writers.base import ERASED_MEANWHILE, Context
 from shared.store import erasure, tokens
-from shared.store import reminders as reminder_store
-from shared.store import users as user_store
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +52,13 @@ class ErasureWriter:
         now = ctx.now
         regs, changes = ctx.stores.registrations, ctx.stores.changes
         changes.record([user_id], now, erased=True)
-        user_store.delete(ctx.db, user_id)
+        ctx.stores.users.delete(user_id)
         off = tokens.stamped(changes, regs.deactivate_of_user(user_id, ERASED, now), now)
         regs.delete_of_user(user_id)
-        removed = reminder_store.delete_of_user(ctx.db, user_id)
-        cancelled, history, pseudonym = erasure.scrub(ctx.db, user_id, now)
+        removed = ctx.stores.reminders.delete([user_id])
+        cancelled, history, pseudonym = ctx.stores.erasure.scrub(user_id, now)
         changes.erase_counters(user_id)
-        erasure.forget_requests(ctx.db, user_id)
+        ctx.stores.erasure.forget_requests(user_id)
         log.info(
             "user erased: %d pending cancelled, %d tokens off, %d reminders, %d messages kept "
             "anonymised",
@@ -99,7 +97,7 @@ class ErasureWriter:
             return set()
         unknown = users - found.keys() - erased
         if unknown:
-            found.update(erasure.incarnations(self.ctx.db, unknown))
+            found.update(self.ctx.stores.erasure.incarnations(unknown))
         gone = (users & erased) | erasure.gone(users - erased, read, found)
         if not gone:
             return set()
@@ -113,7 +111,7 @@ class ErasureWriter:
             tokens.stamped(self.ctx.stores.changes, off, now)
             store.delete_ids_of(tids, gone)
         if rids:
-            reminder_store.delete(self.ctx.db, rids, gone)
+            self.ctx.stores.reminders.delete(gone, rids)
         again = sorted(gone & found.keys())  # created again: what was planned from it is theirs
         held = sorted({str(t) for u in gone for t in kept.get(u, ())})
         ended = self._scrub_planned(again, tids + held, rids) if again else 0
@@ -131,16 +129,15 @@ class ErasureWriter:
     def _scrub_planned(self, users: list[str], tids: list[str], rids: list[str]) -> int:
         """Messages of ``users`` planned for these registrations or reminders (of an erased
         person, kept by a user created again under the same id): ended and anonymised as the
-        erasure does (``erasure.scrub_ids``), one user at a time. Returns how many ended."""
+        erasure does (``ErasureStore.scrub_ids``), one user at a time. Returns how many ended."""
+        store = self.ctx.stores.erasure
         ids: dict[str, list[Any]] = {}
         for field_name, values in (("notificationTokenId", tids), ("reminderId", rids)):
             if values:
-                for uid, found in erasure.planned_from(
-                    self.ctx.db, users, field_name, values
-                ).items():
+                for uid, found in store.planned_from(users, field_name, values).items():
                     ids.setdefault(uid, []).extend(found)
         ended = 0
         for uid in sorted(ids):
-            n, _ = erasure.scrub_ids(self.ctx.db, sorted(set(ids[uid]), key=str), self.ctx.now)
+            n, _ = store.scrub_ids(sorted(set(ids[uid]), key=str), self.ctx.now)
             ended += n
         return ended

@@ -32,8 +32,6 @@ from shared.domain.validation import validate_id, validate_label, validate_paylo
 from shared.domain.weekdays import parse_weekdays
 from shared.errors import ConflictError, InputError, NotFoundError
 from shared.store import erasure
-from shared.store import reminders as reminder_store
-from shared.store import users as user_store
 
 # What a reminder change may name (``update``).
 MERGED = frozenset(
@@ -117,14 +115,14 @@ class ReminderWriter:
     def get(self, reminder_id: str) -> Doc:
         """The stored reminder; ``NotFoundError`` when there is none."""
         validate_id(reminder_id, "reminder id")
-        doc = reminder_store.get(self.ctx.db, reminder_id)
+        doc = self.ctx.stores.reminders.get(reminder_id)
         if doc is None:
             raise NotFoundError(f"no reminder {reminder_id!r}")
         return doc
 
     def of_user(self, user_id: str, *, include_deleted: bool = False) -> list[Doc]:
-        docs = reminder_store.of_user(
-            self.ctx.db, validate_id(user_id, "user id"), include_deleted=include_deleted
+        docs = self.ctx.stores.reminders.of_user(
+            validate_id(user_id, "user id"), include_deleted=include_deleted
         )
         return sorted(docs, key=lambda r: (r["time"], r["label"]))
 
@@ -159,7 +157,7 @@ class ReminderWriter:
     def remove(self, reminder_id: str) -> Doc:
         """Remove (its pending messages are cancelled, "reminder removed")."""
         old = self.get(reminder_id)
-        user = user_store.get(self.ctx.db, old["userId"]) or {"timezone": "UTC"}
+        user = self.ctx.stores.users.get(old["userId"]) or {"timezone": "UTC"}
         gone = {"isDeleted": True, "active": False}
         self.versions.supersede_current(old, user, "reminder removed", lambda _: gone)
         self.ctx.stores.changes.record([old["userId"]], self.ctx.now)
@@ -211,16 +209,16 @@ class ReminderWriter:
         patch: Callable[[Doc], ReminderSpec] | None,
     ) -> Done | None:
         """``put`` from the reminder as read now; None when another change got in first."""
-        db = self.ctx.db
-        existing = reminder_store.get(db, reminder_id)
+        store = self.ctx.stores.reminders
+        existing = store.get(reminder_id)
         if patch is not None:  # a PATCH neither creates nor revives: removed meanwhile is a 404
             if existing is None or existing.get("isDeleted") or existing.get("userId") != user_id:
                 raise NotFoundError(f"no reminder {reminder_id!r} for user {user_id!r}")
             fields = self.spec_fields(patch(existing))
         if existing is None:
-            self._room(user_id, reminder_store.count_of_user(db, user_id), 1)
+            self._room(user_id, store.count_of_user(user_id), 1)
             doc = new_reminder(user_id, reminder_id, fields, self.ctx.now)
-            if not reminder_store.insert(db, doc):  # a concurrent PUT of the same id won
+            if not store.insert(doc):  # a concurrent PUT of the same id won
                 return None
             report = self._planned(user_id, reminder_id, 1)
             read = erasure.incarnations_of({user_id: user})
@@ -237,7 +235,7 @@ class ReminderWriter:
         if not self.versions.supersede(existing, user, why, {**fields, "isDeleted": False}):
             return None
         self._planned(user_id, reminder_id, next_version(existing))
-        stored = reminder_store.get(db, reminder_id)
+        stored = store.get(reminder_id)
         # Erased since the write, perhaps created again and the id put by the new person:
         # nothing of this change is left to answer with.
         if (
@@ -255,7 +253,7 @@ class ReminderWriter:
         todo = batch.checked(items, self._checked_fields)
         if not todo:
             return
-        stored = reminder_store.get_many(self.ctx.db, [it.reminder_id for _, it, _ in todo])
+        stored = self.ctx.stores.reminders.get_many([it.reminder_id for _, it, _ in todo])
         now = self.ctx.now
         new: list[tuple[int, ReminderPut, Doc]] = []
         for i, it, fields in todo:
@@ -271,7 +269,7 @@ class ReminderWriter:
         new = self._within_limit(new, batch)
         if not new:
             return
-        lost = reminder_store.insert_many(self.ctx.db, [doc for _, _, doc in new])
+        lost = self.ctx.stores.reminders.insert_many([doc for _, _, doc in new])
         for k, (i, it, doc) in enumerate(new):
             if k in lost:  # a concurrent PUT of the id won
                 batch.later.append((i, self.put, (it.user_id, it.reminder_id, it.spec)))
@@ -299,7 +297,7 @@ class ReminderWriter:
         kept = []
         for i, it, doc in new:
             if it.user_id not in has:
-                has[it.user_id] = reminder_store.count_of_user(self.ctx.db, it.user_id)
+                has[it.user_id] = self.ctx.stores.reminders.count_of_user(it.user_id)
             try:
                 self._room(it.user_id, has[it.user_id], 1)
             except ConflictError as exc:

@@ -9,8 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pymongo import UpdateOne
-
 from creator.writers.base import Context, Done, Outcome, erased_meanwhile, guard
 from creator.writers.versions import ReminderVersions, next_version
 from shared.domain.localtime import parse_hhmm, validate_timezone
@@ -18,8 +16,7 @@ from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of
 from shared.domain.validation import validate_daily_cap, validate_id
 from shared.errors import ConflictError, InputError, NotFoundError, TzpushError
-from shared.store import reminders as reminder_store
-from shared.store import users as user_store
+from shared.store.abc_accounts import UserUpsert
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +44,12 @@ class UserWriter:
         """Create or change a user; returns the user as stored."""
         ctx = self.ctx
         validate_id(it.user_id, "user id")
-        existing = user_store.get(ctx.db, it.user_id)
+        existing = ctx.stores.users.get(it.user_id)
         sets = self.sets(it, existing)
         # Only a change with a zone may create the user: one of some settings of a user erased
         # since the read above would create a user without one.
         update = user_update(it.user_id, sets)
-        user = user_store.upsert(ctx.db, it.user_id, update, create="timezone" in sets)
+        user = ctx.stores.users.upsert(it.user_id, update, create="timezone" in sets)
         if user is None:
             raise erased_meanwhile(it.user_id)
         written: dict[tuple[str, str], int] = {}
@@ -69,7 +66,7 @@ class UserWriter:
         versions written, by user and reminder id."""
         why = f"user time zone changed to {zone}"
         written, left = self.versions.supersede_all(
-            list(reminder_store.of_user(self.ctx.db, user_id)), existing, why
+            self.ctx.stores.reminders.of_user(user_id), existing, why
         )
         for r in left:  # changed or re-created since read: one at a time, read again
             # The zone is written: a reminder that cannot be moved now must not stop the
@@ -119,7 +116,7 @@ class UserWriter:
         """Changed users in one bulk write; a new time zone for an existing user goes through
         ``upsert`` (its pending messages move). Returns the index of each user to create, and
         their documents (inserted last, by ``insert_many``)."""
-        ops: list[UpdateOne] = []
+        ops: list[UserUpsert] = []
         done: list[tuple[int, str]] = []
         fresh: list[tuple[int, str, Doc]] = []
         created: dict[str, int] = {}
@@ -140,7 +137,7 @@ class UserWriter:
             else:
                 # Only with a zone may it create the user (erased since the read): ``upsert``.
                 update = user_update(it.user_id, sets)
-                ops.append(user_store.lookup(it.user_id, update, create="timezone" in sets))
+                ops.append(UserUpsert(it.user_id, update, "timezone" in sets))
                 done.append((i, it.user_id))
         if ops:
             self._update_many(ops, done, out, to_plan, to_stamp)
@@ -151,14 +148,15 @@ class UserWriter:
 
     def _update_many(
         self,
-        ops: list[UpdateOne],
+        ops: list[UserUpsert],
         done: list[tuple[int, str]],
         out: list[Outcome | None],
         to_plan: set[str],
         to_stamp: set[str],
     ) -> None:
-        created = user_store.bulk_upsert(self.ctx.db, ops)  # erased since the read: made again
-        stored = user_store.get_many(self.ctx.db, [u for _, u in done])
+        users = self.ctx.stores.users
+        created = users.upsert_many(ops)  # erased since the read: made again
+        stored = users.get_many([u for _, u in done])
         for i, uid in done:
             if uid not in stored:  # erased since the read, and not created again by the change
                 out[i] = erased_meanwhile(uid)
@@ -178,15 +176,15 @@ class UserWriter:
         meanwhile is updated instead, as ``upsert`` would. Returns those inserted."""
         if not fresh:
             return {}
-        taken = user_store.insert_many(self.ctx.db, [doc for _, _, doc in fresh])
+        taken = self.ctx.stores.users.insert_many([doc for _, _, doc in fresh])
         inserted: dict[str, Doc] = {}
-        ops: list[UpdateOne] = []
+        ops: list[UserUpsert] = []
         done: list[tuple[int, str]] = []
         for k, (i, uid, doc) in enumerate(fresh):
             if k in taken:
                 skip = ("_id", "createdAt", "bucket")
                 sets = {key: value for key, value in _flat(doc).items() if key not in skip}
-                ops.append(user_store.lookup(uid, user_update(uid, sets), create=True))
+                ops.append(UserUpsert(uid, user_update(uid, sets), True))
                 done.append((i, uid))
             else:
                 out[i] = Done(doc, "created")

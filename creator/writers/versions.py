@@ -14,8 +14,7 @@ from shared.domain.intent import REMINDER_CHANGED
 from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.domain.messages import Doc
 from shared.errors import ConflictError, InputError, NotFoundError
-from shared.store import reminders as reminder_store
-from shared.store import users as user_store
+from shared.store.abc_accounts import VersionCancel
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ class ReminderVersions:
         ctx = self.ctx
         now = ctx.now
         ctx.stores.changes.record([old["userId"]], now)
-        if reminder_store.compare_and_set(ctx.db, old, extra or {}, now) is None:
+        if ctx.stores.reminders.compare_and_set(old, extra or {}, now) is None:
             log.info("reminder %s changed meanwhile: read again", old["_id"])
             return False
         # Up to the end of a window in progress too: a pass that died (or is running) before its
@@ -71,7 +70,8 @@ class ReminderVersions:
         if not instants:
             return True
         version = int(old.get("version", 1))
-        n = reminder_store.cancel_at(ctx.db, old["_id"], version, instants, reason, now)
+        cancel = VersionCancel(old["_id"], version, instants)
+        n = ctx.stores.reminders.cancel_at([cancel], reason, now)
         log.info("reminder %s: %s; %d pending cancelled", old["_id"], reason, n)
         return True
 
@@ -91,8 +91,8 @@ class ReminderVersions:
         now = ctx.now
         user_id = str(olds[0]["userId"])
         ctx.stores.changes.record([user_id], now)
-        reminder_store.compare_and_set_many(ctx.db, olds, now)
-        stored = reminder_store.stamps(ctx.db, [o["_id"] for o in olds])
+        ctx.stores.reminders.compare_and_set_many(olds, now)
+        stored = ctx.stores.reminders.stamps([o["_id"] for o in olds])
         moved: list[tuple[Doc, int]] = []
         left: list[Doc] = []
         for o in olds:
@@ -109,10 +109,12 @@ class ReminderVersions:
             zones = self._zones(user, user_id)
             start = now - dt.timedelta(seconds=ctx.max_grace())
             cancels = [
-                (str(o["_id"]), int(o.get("version", 1)), self._instants(o, zones, start, until))
+                VersionCancel(
+                    str(o["_id"]), int(o.get("version", 1)), self._instants(o, zones, start, until)
+                )
                 for o, _ in moved
             ]
-            n = reminder_store.cancel_at_many(ctx.db, cancels, reason, now)
+            n = ctx.stores.reminders.cancel_at(cancels, reason, now)
             log.info(
                 "user %s: %s; %d reminders, %d pending cancelled", user_id, reason, len(moved), n
             )
@@ -154,7 +156,7 @@ class ReminderVersions:
         for _ in range(SUPERSEDE_TRIES):
             if self.supersede(old, user, reason, extra_of(old)):
                 return old
-            found = reminder_store.get(self.ctx.db, str(old["_id"]))
+            found = self.ctx.stores.reminders.get(str(old["_id"]))
             # Erased since, and the id taken by another user or by the user created again.
             if found is None:
                 raise NotFoundError(f"no reminder {old['_id']!r}")
@@ -177,7 +179,8 @@ class ReminderVersions:
         for _ in range(SUPERSEDE_TRIES):
             if not want:
                 return
-            stored = reminder_store.versions(ctx.db, {rid for _, rid in want})
+            stamps = ctx.stores.reminders.stamps({rid for _, rid in want})
+            stored = {rid: version for rid, (version, _) in stamps.items()}
             moved = {
                 (uid, rid): stored[rid]
                 for (uid, rid), v in want.items()
@@ -188,8 +191,8 @@ class ReminderVersions:
             now = ctx.now
             since = now - dt.timedelta(seconds=ctx.max_grace())
             for (uid, rid), version in sorted(moved.items()):
-                n = reminder_store.cancel_versions_before(
-                    ctx.db, uid, rid, version, since, REMINDER_CHANGED, now
+                n = ctx.stores.reminders.cancel_versions_before(
+                    uid, rid, version, since, REMINDER_CHANGED, now
                 )
                 log.info("reminder %s changed meanwhile: %d pending of older versions", rid, n)
             users = sorted({uid for uid, _ in moved})
@@ -202,7 +205,7 @@ class ReminderVersions:
         it, and the one stored now (a zone change that got in after that read planned the
         version replaced at the new zone's instants)."""
         zones = {str(user.get("timezone") or "UTC")}
-        stored = user_store.get(self.ctx.db, user_id, ("timezone",))
+        stored = self.ctx.stores.users.get(user_id, ("timezone",))
         if stored is not None and isinstance(stored.get("timezone"), str):
             zones.add(stored["timezone"])
         valid = []

@@ -51,7 +51,7 @@ SENDERS = "expo_senders"
 PARTITIONS = "planner_partitions"
 CREATORS = "planner_creators"
 # The HTTP API's Idempotency-Key records (``api.idempotency``, which makes its indexes); named
-# here so an erasure can remove a user's (``shared.store.erasure.forget_requests``).
+# here so an erasure can remove a user's (``ErasureStore.forget_requests``).
 IDEMPOTENCY = "api_idempotency"
 # The console's logins (``api.console.session``).
 CONSOLE_SESSIONS = "console_sessions"

@@ -33,6 +33,7 @@ COLLECTIONS = {
     "partitions": dbm.PARTITIONS,
     "creators": dbm.CREATORS,
     "state": dbm.STATE,
+    "idempotency": dbm.IDEMPOTENCY,
 }
 
 

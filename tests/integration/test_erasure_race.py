@@ -26,7 +26,7 @@ from creator.writers.users import UserWriter
 from creator.writers.versions import ReminderVersions
 from shared.domain.plan import Doc
 from shared.store import db as dbm
-from shared.store import erasure
+from shared.store.mongo.accounts import MongoErasure
 from tests.integration.harness import World
 
 SCRUBBED = ("title", "body", "data", "label", "token", "timezone")
@@ -220,11 +220,11 @@ def _recreated_after_the_look(world: World, monkeypatch: pytest.MonkeyPatch) -> 
     """Make the backend create ``tash`` again (same id, a new device and a new reminder, planned
     at once) right after the planner's look has found them gone; the new reminder's id is put
     in the list returned once that happened."""
-    real = erasure.incarnations
+    real = MongoErasure.incarnations
     recreated: list[str] = []
 
-    def looked_then_recreated(database: Any, user_ids: Any) -> dict[str, Any]:
-        found = real(database, user_ids)
+    def looked_then_recreated(store: MongoErasure, user_ids: Any) -> dict[str, Any]:
+        found = real(store, user_ids)
         if "tash" in user_ids and "tash" not in found and not recreated:
             m = world.manager()
             m.upsert_user("tash", timezone="Asia/Tashkent")
@@ -235,7 +235,7 @@ def _recreated_after_the_look(world: World, monkeypatch: pytest.MonkeyPatch) -> 
             recreated.append(new["_id"])
         return found
 
-    monkeypatch.setattr(erasure, "incarnations", looked_then_recreated)
+    monkeypatch.setattr(MongoErasure, "incarnations", looked_then_recreated)
     return recreated
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
-import pytest
-
 from creator.planner import Planner
 from shared.clock import FakeClock
 from shared.settings import Settings
@@ -74,11 +72,6 @@ def seeded(clock: FakeClock) -> Tables:
     return tables
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs the accounts' and registrations' moves behind the seam (the change log and "
-    "erasure reads of a pass still go to a MongoDB database on this branch alone)",
-)
 def test_a_pass_on_the_twin_inserts_and_arms_each_occurrence_once_for_active_tokens() -> None:
     clock = FakeClock(T0)
     tables = seeded(clock)
