@@ -102,7 +102,9 @@ class Preparation:
             stale = [i for i in items if i.id not in pending]
             if stale:
                 live += self._resolve_stale(batch, stale)
-            ours = self.stores.guards.take([i.id for i in live], self.cid, now, wakeup=w.id)
+            kept = {i.id for i in live if i.id in batch.guarded}  # taken by an earlier try
+            fresh = [i.id for i in live if i.id not in kept]
+            ours = kept | self.stores.guards.take(fresh, self.cid, now, wakeup=w.id)
             others = [i for i in live if i.id not in ours]
             if others and (batch.frame.redelivered or w.takeover):
                 ours |= take_over(
@@ -114,6 +116,7 @@ class Preparation:
                     held_here=self.held.holds,
                     merge_journal_of=lambda owner: self.recording.merge_journal(consumer=owner),
                 )
+            batch.guarded |= ours
             mine = [i for i in live if i.id in ours]
             metrics.CLAIMS.labels(w.category, "taken").inc(len(mine))
             metrics.CLAIMS.labels(w.category, "skipped").inc(len(items) - len(mine))

@@ -25,6 +25,8 @@ class Batch:
     # Ids a due group took for sending (from its final check on): they may leave, so their
     # guards are never released by anyone but that due group itself (see ``Recording.release``).
     claimed: set[str] = field(default_factory=set)
+    # Ids whose send guard this wake-up took: still its own when a preparation is retried.
+    guarded: set[str] = field(default_factory=set)
     released: bool = False  # given back (lost broker, shutdown): send nothing more of it
     acked: bool = False
     prepared: dict[str, PreparedPush] = field(default_factory=dict)

@@ -39,12 +39,15 @@ def take_over(
             got |= guards.take([it.id], owner, now, wakeup=wakeup)
             continue
         holder = guard.owner
+        if holder == owner:
+            # Another copy of this wake-up here took it, and sends it or has sent it (its
+            # outcome may not be merged yet): never taken twice (docs/notes/races.md).
+            continue
         if holder not in merged:
-            if holder != owner:
-                # Fence first, then read: the holder can no longer start a request that the
-                # attempt records read below would miss (shared/store/guards.py).
-                guards.fence(holder, owner, now)
-                merge_journal_of(holder)
+            # Fence first, then read: the holder can no longer start a request that the
+            # attempt records read below would miss (shared/store/guards.py).
+            guards.fence(holder, owner, now)
+            merge_journal_of(holder)
             merged[holder] = guards.maybe_sent(holder)
         if stores.messages.statuses([it.id]).get(it.id) != Status.PENDING.value:
             continue  # ended meanwhile (its journaled outcome was just merged): not ours

@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 
 from shared.domain.messages import outcome_unknown
+from shared.errors import TransientError
 from tests.unit.consumer_rig import T0, make_rig
 
 LEAD = dt.timedelta(seconds=2)
@@ -172,3 +173,45 @@ def test_a_sent_batch_is_one_info_line_with_its_category_count_and_lateness(capl
         assert len(rig.pushes()) == 2
     said = [r.getMessage() for r in caplog.records]
     assert any("sent 2 meal" in s and "ms late" in s for s in said), said
+
+
+def test_a_redelivered_copy_never_takes_over_a_guard_this_consumer_holds_itself():
+    """Chaos seed 1 (60 min): one consumer sent the same wake-up's messages twice, 258 ms
+    apart: its second copy of the wake-up (redelivered) took over the guards its first copy
+    had taken and sent with, before that send's outcome reached the message."""
+    with make_rig() as rig:
+        rig.user("u1")
+        due = T0 + dt.timedelta(seconds=30)
+        doc = rig.message("u1", due)
+        # What the first copy left: this consumer's guard; its outcome not merged yet.
+        rig.tables.put("guards", {"_id": doc["_id"], "owner": "cons-rig", "at": T0})
+        (frame,) = rig.deliver([doc], redelivered=True)
+        rig.run_until(due)
+        assert rig.pushes() == []
+        guard = rig.tables.get("guards", doc["_id"])
+        assert guard is not None and guard["owner"] == "cons-rig"
+        assert "cons-rig" not in rig.tables.fences  # it never fences itself
+        assert frame.message_id in rig.broker.acked
+
+
+def test_a_preparation_retried_after_a_database_error_keeps_the_guards_it_took():
+    """The retry of a preparation whose intent check failed once finds the guards it took on
+    the first try: they are still its own, and the message is sent once."""
+    with make_rig() as rig:
+        rig.user("u1")
+        due = T0 + dt.timedelta(seconds=30)
+        doc = rig.message("u1", due)
+        checks = rig.consumer.preparation.checks
+        real, calls = checks.changed_since, []
+
+        def failing_once(planned_ms: int) -> set[str]:
+            calls.append(planned_ms)
+            if len(calls) == 1:
+                raise TransientError("database unavailable (injected)")
+            return real(planned_ms)
+
+        checks.changed_since = failing_once  # type: ignore[method-assign]
+        rig.deliver([doc])
+        rig.run_until(due)
+        assert len(calls) >= 2  # failed once, then retried (and checked again at send time)
+        assert len(rig.pushes()) == 1 and rig.status(doc["_id"])[0] == "success"
