@@ -61,8 +61,9 @@ class PlanContext:
 
     @property
     def db(self) -> Database[Doc]:
-        """The MongoDB database (for the code not yet behind the seam); an error over other
-        stores."""
+        """The MongoDB database the stores were made on, for the composition (the service's
+        health check and fleet reads, the API's reads); an error over other stores. The
+        pieces use ``stores`` only (an import contract keeps them off the driver)."""
         if self._db is None:
             raise RuntimeError("this planner works over stores that are not MongoDB")
         return self._db

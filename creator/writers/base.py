@@ -79,7 +79,7 @@ class Batch:
 class Context:
     """The stores (those of the planner), the planner (its clock is the writers' clock) and the
     settings. ``where``: the MongoDB database the planner's stores are made on, or those stores;
-    ``db`` is that database (for the code not yet behind the seam), an error over other stores."""
+    ``db`` is that database (for the composition: the API's reads), an error over other stores."""
 
     def __init__(self, where: Where, planner: Planner, settings: Settings) -> None:
         self._db = None if isinstance(where, CreatorStores) else where
@@ -88,7 +88,7 @@ class Context:
 
     @property
     def db(self) -> Database[Doc]:
-        """The MongoDB database given (transitional); an error over other stores."""
+        """The MongoDB database given (for the composition); an error over other stores."""
         if self._db is None:
             raise RuntimeError("these writers work over stores that are not MongoDB")
         return self._db
