@@ -41,24 +41,27 @@ ESTIMATES_S = {
         "test_handover": 35,
         "test_console_browser": 35,
         "test_api_fuzz": 35,
-        "test_service_metrics": 30,
         "test_api_write_races": 30,
         "test_replay_signals": 27,
-        "test_api_hostile_batch": 26,
         "test_consumer_concurrency": 26,
         "test_consumer_expo_errors": 24,
         "test_fleet_rate": 24,
         "test_recorder_merge": 23,
         "test_batch_equivalence": 22,
         "test_ops_rebuild": 21,
-        "test_consumer_tokens": 20,
         "test_rebuild_takeover": 18,
         "test_chaos_clock": 16,
         "test_broker_auth": 16,
         "test_api_health_under_load": 14,
         "test_replays_from_consumers": 14,
+        "test_console_sessions": 13,
+        "test_docs_offline": 12,
+        "test_consumer_deadletter": 11,
+        "test_client_typescript": 11,
+        "test_api_proxies": 10,
+        "test_service_metrics": 10,
     }.items()
-} | {"tests/packaging/test_wheel.py": 75}
+} | {"tests/packaging/test_wheel.py": 75, "tests/unit/test_deploy.py": 15}
 
 
 def file_estimate_s(path: str, tests: int) -> float:
