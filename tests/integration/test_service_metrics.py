@@ -49,7 +49,13 @@ def test_the_creator_exports_its_dependencies_its_passes_and_each_categorys_cons
     world: World,
 ) -> None:
     started = time.time()
-    creator, port = start(world, "creator", TZPUSH_CREATOR__INTERVAL_SECONDS="600")
+    # The service's first pass follows one heartbeat (a third of the lease): 2 s here, not 20.
+    creator, port = start(
+        world,
+        "creator",
+        TZPUSH_CREATOR__INTERVAL_SECONDS="600",
+        TZPUSH_CREATOR__LEASE_SECONDS="6",
+    )
     consumer = None
     try:
         seen = wait_for(lambda: scrape(port), 60, what="/metrics answering")
