@@ -348,6 +348,13 @@ class ServerClock:
         give or take half the round trip."""
         return (self.local - self.server).total_seconds()
 
+    @property
+    def ahead_at_most_s(self) -> float:
+        """The most this host's clock can be ahead of the server's: as if the server had read
+        its clock at the very start of the round trip. "Now" corrected by it is never later
+        than the server's now."""
+        return self.skew_s + self.rtt_s / 2
+
 
 def server_clock(
     database: Database[Doc], clock: Callable[[], dt.datetime] | None = None
