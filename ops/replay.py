@@ -18,8 +18,6 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, cast
 
-from pymongo.database import Database
-
 from creator.wakeups import WakeupPublisher
 from shared.clock import Clock, utcnow
 from shared.domain.messages import Doc, Status
@@ -41,7 +39,7 @@ from shared.replaying import (
 from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import replays
-from shared.store.mongo.replays import write_updates
+from shared.store.mongo import ReplayWhere
 from shared.wire import Item, WakeUp, WireError, decode
 
 log = logging.getLogger(__name__)
@@ -50,7 +48,7 @@ QUEUED = "queued"
 
 
 def queue(
-    database: Database[Doc],
+    where: ReplayWhere,
     settings: Settings,
     publisher: WakeupPublisher,
     docs: list[Doc],
@@ -68,9 +66,9 @@ def queue(
 
     If the broker refuses or fails, what this run took is settled before the error is raised
     (a ``TransientError``: 503 from the API): none of it left, so all of it goes back to where
-    it came from."""
+    it came from. ``where``: a replay's stores, or a MongoDB database."""
     replayer = Replayer(
-        database,
+        where,
         settings,
         cast(Sender, _NoSender()),
         by,
@@ -94,7 +92,7 @@ def queue(
             items.setdefault(d["category"], []).append(to_item(d))
     if left:
         with dbm.translate_errors("recording what the replay does not send"):
-            write_updates(database, left)
+            replayer.stores.replays.write(left)
         counts[MALFORMED.replace(Status.IS_MISSED.value, replayer.origin.value)] += len(left)
     size = settings.creator.wakeup_size
     planned_ms = int(now.timestamp() * 1000)
@@ -113,7 +111,7 @@ def queue(
         publisher.send(wakeups)
         publisher.finish(len(wakeups))
     except BaseException as exc:
-        settled = replays.settle(database, replayer.run_id, replayer.run_id, clock())
+        settled = replays.settle(replayer.stores, replayer.run_id, replayer.run_id, clock())
         log.warning("replay %s not queued (%r): %s", replayer.run_id, exc, settled.describe())
         if isinstance(exc, RuntimeError):  # no broker at all: as unavailable as a lost one
             raise TransientError(f"replay not queued: {exc}") from exc

@@ -7,8 +7,8 @@ ended ``failed`` for a project-level cause instead (``Selection.causes``, names 
 ``shared.domain.outcomes.REPLAY_CAUSES``: ``credentials`` and ``expo-down``), by their
 ``errorCode`` or their receipt's error; never a failure a device caused, the message's own, or
 one whose push Expo may already have taken (``OutcomeUnknown``): the failed messages of the range
-through the partial index ``failed_by_time``, the cause judged here (``rules.says_a_cause``; an
-``$or`` in the query made the server here read every message).
+through the partial index ``failed_by_time``, the cause judged here (``rules.says_a_cause``; the
+replay store says why not in the query: ``shared.store.mongo.replays``).
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pymongo.database import Database
-
 from shared.clock import Clock, utcnow
 from shared.domain import replay as rules
 from shared.domain.messages import Doc, Status
 from shared.domain.outcomes import REPLAY_CAUSES, ErrorCode
 from shared.errors import InputError
-from shared.store import db as dbm
 from shared.store import replays
+from shared.store.mongo import ReplayWhere, replay_stores_of
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 FAR = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
@@ -63,13 +61,14 @@ class Selection:
 
     def takes(self, doc: Doc) -> bool:
         """Whether a selected message says one of the causes (its code, or its receipt's);
-        every ``is_missed`` one does. Judged here, not as an ``$or`` in the query: the server
-        here reads every message for one."""
+        every ``is_missed`` one does. Judged here, not in the query (``query``)."""
         if self.status is not Status.FAILED:
             return True
         return rules.says_a_cause(doc, {c.value for c in self.codes()})
 
     def query(self) -> Doc:
+        """What the replay store reads: the status, the due range, and the ids, categories
+        and users asked for (the causes are judged by ``takes``)."""
         q: Doc = {"status": self.status.value}
         if self.ids:
             q["_id"] = {"$in": list(self.ids)}
@@ -87,15 +86,16 @@ def unchanged(doc: Doc) -> Doc:
     return {"errorCode": doc.get("errorCode"), "receipt": doc.get("receipt")}
 
 
-def select(database: Database[Doc], selection: Selection) -> list[Doc]:
-    """The messages a selection names, oldest due first."""
-    cursor = database[dbm.MESSAGES].find(selection.query())
+def select(where: ReplayWhere, selection: Selection) -> list[Doc]:
+    """The messages a selection names, oldest due first (``where``: a replay's stores, or a
+    MongoDB database)."""
+    found = replay_stores_of(where).replays.selected(selection.query())
     return sorted(
-        (d for d in cursor if selection.takes(d)), key=lambda d: (d["scheduledAt"], d["_id"])
+        (d for d in found if selection.takes(d)), key=lambda d: (d["scheduledAt"], d["_id"])
     )
 
 
-def resume(database: Database[Doc], by: str, clock: Clock = utcnow) -> replays.Settled:
+def resume(where: ReplayWhere, by: str, clock: Clock = utcnow) -> replays.Settled:
     """Settle replays that stopped without settling (their lease ran out), before selecting:
     what they never sent is ``is_missed`` (or ``failed``) again, so this replay can select it."""
-    return replays.settle_stale(database, clock(), f"replay by {by}")
+    return replays.settle_stale(replay_stores_of(where), clock(), f"replay by {by}")

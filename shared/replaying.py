@@ -19,7 +19,10 @@ cap of the user's local day *now*: reserved as the consumer reserves it, and can
 reached. The rest goes through the Expo sender (no broker), with an attempt record written
 before each request, and the outcome is recorded as the consumer records it: ``success`` with
 the ticket id and a pending receipt, or ``failed`` with the reason (a failure gives its cap
-reservation back); token hygiene through ``shared.store.tokens.apply_token_effects``.
+reservation back); token hygiene through ``shared.store.tokens.token_hygiene``.
+
+Storage is the seam's (``shared.store.abc_replays.ReplayStores``: the replay store, and the
+consumer's stores for the current intent, daily caps, tokens and attempt records).
 
 A replay that stops (any error, Ctrl-C, SIGTERM) settles what it still holds before it exits:
 what certainly never left goes back to where it came from (``is_missed`` or ``failed``), what
@@ -37,9 +40,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pymongo import UpdateOne
-from pymongo.database import Database
-
 from shared import metrics
 from shared.clock import Clock, utcnow
 from shared.domain import replay as rules
@@ -52,7 +52,9 @@ from shared.settings import Settings
 from shared.store import db as dbm
 from shared.store import intent as stored_intent
 from shared.store import replays
-from shared.store.tokens import apply_token_effects
+from shared.store.abc_replays import HeldWrite, ReplayStores
+from shared.store.mongo import ReplayWhere, replay_stores_of
+from shared.store.tokens import token_hygiene
 from shared.wire import Item, WakeUp
 
 log = logging.getLogger(__name__)
@@ -78,9 +80,10 @@ def _malformed(doc: Doc) -> str | None:
 
 @dataclass
 class Replayer:
-    """Takes, judges, sends and records; ``counts`` says what became of each message."""
+    """Takes, judges, sends and records; ``counts`` says what became of each message.
+    ``where``: a replay's stores, or a MongoDB database."""
 
-    database: Database[Doc]
+    where: ReplayWhere
     settings: Settings
     sender: Sender
     by: str
@@ -91,8 +94,10 @@ class Replayer:
     selection: Selection = field(default_factory=Selection)  # what is taken, and from where
     _caps: dict[str, str] = field(default_factory=dict)  # message id -> counter reserved
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    stores: ReplayStores = field(init=False)
 
     def __post_init__(self) -> None:
+        self.stores = replay_stores_of(self.where)
         self.run_id = self.run_id or replays.new_run(self.by)
 
     @property
@@ -127,11 +132,10 @@ class Replayer:
     def _stop(self, error: BaseException) -> None:
         """This run stops: settle what it still holds by the attempt-record rule."""
         try:
-            settled = replays.settle(self.database, self.run_id, self.run_id, self.clock())
+            settled = replays.settle(self.stores, self.run_id, self.run_id, self.clock())
             with self._lock:
                 refunds = [self._caps.pop(i) for i in settled.missed if i in self._caps]
-            for key in refunds:
-                self.database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -1}})
+            self.stores.replays.give_back(refunds)
         except Exception:
             log.exception(
                 "replay %s stopped (%r) and could not settle what it holds: the next replay or "
@@ -156,7 +160,7 @@ class Replayer:
             d
             for d in docs
             if replays.take(
-                self.database,
+                self.stores.replays,
                 d,
                 run,
                 self.by,
@@ -175,7 +179,7 @@ class Replayer:
         now = self.clock()
         run = self.run_id
         origin = self.origin
-        writes: list[UpdateOne] = []
+        writes: list[HeldWrite] = []
         tally: Counter[str] = Counter()  # what the writes do, counted once they are done
         cancelled: list[str] = []  # categories, for the metric
         items: dict[str, Item] = {}
@@ -187,8 +191,9 @@ class Replayer:
             else:
                 items[d["_id"]] = to_item(d)
         by_id = {d["_id"]: d for d in mine}
+        consumer = self.stores.consumer
         users, reminders, tokens = (
-            stored_intent.load_current(self.database, list(items.values()))
+            stored_intent.current_of(consumer.current, consumer.tokens, list(items.values()))
             if items
             else ({}, {}, {})
         )
@@ -209,7 +214,7 @@ class Replayer:
                 keep.append(rules.at_replay(it, now, (user or {}).get("timezone")))
         caps = {it.id: users[it.user].get("dailyCap") for it in keep}
         over = (
-            stored_intent.daily_cap_reasons(self.database, keep, caps) if any(caps.values()) else {}
+            stored_intent.reserve_caps(consumer.counters, keep, caps) if any(caps.values()) else {}
         )
         for it in keep:
             if it.id in over:
@@ -220,7 +225,7 @@ class Replayer:
                 self._caps[it.id] = stored_intent.cap_key(it.user, it.local_date)
         if writes:
             with dbm.translate_errors("recording what the replay does not send"):
-                self.database[dbm.MESSAGES].bulk_write(writes, ordered=False)
+                self.stores.replays.write(writes)
         tally[CANCELLED] += len(cancelled)
         self.counts.update(+tally)
         for category in cancelled:
@@ -247,14 +252,14 @@ class Replayer:
         self.sender.send(
             pushes,
             on_chunk_done=lambda outs: self._record(sendable, outs),
-            before_request=lambda ids: replays.leaving(self.database, run, ids, self.clock()),
+            before_request=lambda ids: replays.leaving(self.stores, run, ids, self.clock()),
         )
         # Every outcome of this chunk is recorded: nothing of it is "may have left" any more.
-        replays.forget_attempts(self.database, run)
+        replays.forget_attempts(self.stores.replays, run)
 
     def _record(self, docs: dict[str, Doc], outs: list[PushOutcome]) -> None:
         now = self.clock()
-        updates: list[UpdateOne] = []
+        updates: list[HeldWrite] = []
         effects: list[TokenEffect] = []
         refunds: list[str] = []
         for o in outs:
@@ -279,33 +284,28 @@ class Replayer:
             # What the message said before (a failure's code, an earlier ticket and receipt)
             # is not this outcome's: a success has no error, a failure no ticket.
             stale = ("error", "errorCode") if o.ok else ("ticketId", "sentAt", "receipt")
-            updates.append(
-                UpdateOne(
-                    replays.held(o.message_id, self.run_id),
-                    {
-                        "$set": fields,
-                        "$unset": dict.fromkeys(stale, ""),
-                        "$inc": {"attempts": o.attempts},
-                    },
-                )
-            )
+            updates.append(HeldWrite(o.message_id, self.run_id, fields, stale, o.attempts))
             with self._lock:
                 key = self._caps.pop(o.message_id, None)
                 if key is not None and not o.ok:
                     refunds.append(key)  # a failed push gives its cap reservation back
                 self.counts[fields["status"]] += 1
             metrics.MESSAGES.labels(d["category"], fields["status"]).inc()
+        consumer = self.stores.consumer
         with dbm.translate_errors("recording replay outcomes"):
-            self.database[dbm.MESSAGES].bulk_write(updates, ordered=False)
-            for key in refunds:
-                self.database[dbm.COUNTERS].update_one({"_id": key}, {"$inc": {"count": -1}})
-            apply_token_effects(
-                self.database, effects, self.settings.outcomes.max_token_failures, now
+            self.stores.replays.write(updates)
+            self.stores.replays.give_back(refunds)
+            token_hygiene(
+                consumer.tokens,
+                consumer.changes,
+                effects,
+                self.settings.outcomes.max_token_failures,
+                now,
             )
 
 
 def send_replay(
-    database: Database[Doc],
+    where: ReplayWhere,
     settings: Settings,
     sender: Sender,
     wake: WakeUp,
@@ -315,18 +315,20 @@ def send_replay(
     """Send a replay's wake-up as ``sender_id`` (a consumer): take the hold of its messages over
     from the replay run that took them (``replays.hand_over``: a second copy of the wake-up, or
     a run settled meanwhile, gets nothing), then judge, send and record them as the run would.
-    Returns what became of them; a stop settles what is held (``Replayer.run``)."""
+    Returns what became of them; a stop settles what is held (``Replayer.run``). ``where``: a
+    replay's stores, or a MongoDB database."""
     if wake.replay is None:
         raise ValueError(f"wake-up {wake.id} is not a replay's")
     holder = f"{wake.replay}>{sender_id}:{uuid.uuid4().hex[:8]}"
     ids = [i.id for i in wake.items]
-    docs = replays.hand_over(database, wake.replay, ids, holder, clock())
+    stores = replay_stores_of(where)
+    docs = replays.hand_over(stores.replays, wake.replay, ids, holder, clock())
     if not docs:
         return Counter()
     rec = docs[0].get("replay") or {}
     origin = Status.FAILED if rec.get("from") == Status.FAILED.value else Status.IS_MISSED
     replayer = Replayer(
-        database,
+        stores,
         settings,
         sender,
         str(rec.get("by") or "replay"),

@@ -56,6 +56,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from shared.store import db as dbm
     from shared.store import replays
     from shared.store.fleet import FleetShare
+    from shared.store.mongo.replays import MongoReplays
 
     sel = Selection(
         since=parse_instant(args.since, what="--since"),
@@ -71,7 +72,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     database = dbm.connect(settings.mongo)
     try:
         if args.dry_run:
-            stale = replays.stale_holders(database, dt.datetime.now(dt.UTC))
+            stale = replays.stale_holders(MongoReplays(database), dt.datetime.now(dt.UTC))
             if stale:
                 print(
                     f"note: {len(stale)} replay(s) stopped while holding messages (replaying); "

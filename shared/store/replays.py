@@ -29,6 +29,9 @@ for its part, writes its attempt record first, then checks that it still holds e
 the request, and sends nothing if not (``ReplayFenced``). Whatever the interleaving, either the
 settler sees the attempt (and ends the message "outcome unknown") or the run sees the fence (and
 sends nothing): never both sending.
+
+The reads and writes are the stores' (``shared.store.abc_replays.ReplayStores``: the replay
+store, and the consumer's guards for attempt records); what is here is the rule over them.
 """
 
 from __future__ import annotations
@@ -36,16 +39,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
-
-from pymongo import UpdateOne
-from pymongo.database import Database
 
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.domain.replay import LEASE, settle_one
 from shared.store import db as dbm
-from shared.store import guards
+from shared.store.abc_replays import HeldWrite, ReplayStore, ReplayStores, Settled
 
 log = logging.getLogger(__name__)
 
@@ -54,37 +53,13 @@ class ReplayFenced(Exception):
     """The run no longer holds a message it was about to send: someone settled it."""
 
 
-@dataclass
-class Settled:
-    """What settling a stopped run did: back to where they were taken from, ``is_missed`` or
-    ``failed`` (``missed``: certainly never left), and ``failed`` "outcome unknown" (may have
-    left)."""
-
-    missed: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-
-    def __iadd__(self, other: Settled) -> Settled:
-        self.missed += other.missed
-        self.unknown += other.unknown
-        return self
-
-    def __bool__(self) -> bool:
-        return bool(self.missed or self.unknown)
-
-    def describe(self) -> str:
-        return (
-            f"{len(self.missed)} back to is_missed or failed, as before (never sent), "
-            f"{len(self.unknown)} failed (outcome unknown, may have been sent)"
-        )
-
-
 def new_run(by: str) -> str:
     """A fresh run id: it names the run's attempt records and its hold on messages."""
     return f"replay:{by}:{uuid.uuid4().hex[:12]}"
 
 
 def take(
-    database: Database[Doc],
+    store: ReplayStore,
     doc: Doc,
     run: str,
     by: str,
@@ -110,15 +85,11 @@ def take(
         record["missedReason"] = doc.get("reason")
     else:
         record["failedReason"] = doc.get("reason")
-    res = database[dbm.MESSAGES].update_one(
-        {"_id": doc["_id"], "status": origin.value, **(also or {})},
-        {"$set": {"status": Status.REPLAYING.value, "replay": record}},
-    )
-    return res.modified_count == 1
+    return store.take(doc["_id"], origin, also or {}, record)
 
 
 def hand_over(
-    database: Database[Doc], run: str, ids: list[str], holder: str, now: dt.datetime
+    store: ReplayStore, run: str, ids: list[str], holder: str, now: dt.datetime
 ) -> list[Doc]:
     """Move ``run``'s hold of ``ids`` to ``holder`` (a consumer about to send them), its lease
     renewed; returns the messages ``holder`` now holds. Those no longer held by ``run`` (sent by
@@ -126,24 +97,10 @@ def hand_over(
     holder for good: the attempt records ``holder`` writes carry that name, so whoever settles
     it after a crash finds them (``settle``)."""
     with dbm.translate_errors("taking over a replay's messages"):
-        database[dbm.MESSAGES].update_many(
-            {"_id": {"$in": ids}, "status": Status.REPLAYING.value, "replay.holder": run},
-            {
-                "$set": {
-                    "replay.holder": holder,
-                    "replay.sender": holder,
-                    "replay.leaseUntil": now + LEASE,
-                }
-            },
-        )
-        return list(
-            database[dbm.MESSAGES].find(
-                {"_id": {"$in": ids}, "status": Status.REPLAYING.value, "replay.holder": holder}
-            )
-        )
+        return store.hand_over(run, ids, holder, now + LEASE)
 
 
-def leaving(database: Database[Doc], run: str, ids: list[str], now: dt.datetime) -> None:
+def leaving(stores: ReplayStores, run: str, ids: list[str], now: dt.datetime) -> None:
     """Record that ``ids`` may leave from now on, then check ``run`` still holds every one.
 
     Called just before each Expo request. Raises ``ReplayFenced`` (the request must not go)
@@ -151,12 +108,8 @@ def leaving(database: Database[Doc], run: str, ids: list[str], now: dt.datetime)
     read it, or reads it, and ends those messages "outcome unknown" at worst).
     """
     with dbm.translate_errors("recording a replay attempt"):
-        database[dbm.ATTEMPTS].insert_one(
-            {"_id": f"{run}:{uuid.uuid4().hex[:16]}", "consumer": run, "at": now, "ids": ids}
-        )
-        held = database[dbm.MESSAGES].count_documents(
-            {"_id": {"$in": ids}, "status": Status.REPLAYING.value, "replay.holder": run}
-        )
+        stores.consumer.guards.record_attempt(f"{run}:{uuid.uuid4().hex[:16]}", run, now, ids)
+        held = stores.replays.holds(run, ids)
     if held < len(set(ids)):
         raise ReplayFenced(
             f"replay {run} no longer holds {len(set(ids)) - held} of the {len(ids)} messages "
@@ -164,24 +117,17 @@ def leaving(database: Database[Doc], run: str, ids: list[str], now: dt.datetime)
         )
 
 
-def forget_attempts(database: Database[Doc], run: str) -> None:
+def forget_attempts(store: ReplayStore, run: str) -> None:
     """Drop ``run``'s attempt records once every outcome of its requests is recorded."""
     with dbm.translate_errors("dropping replay attempt records"):
-        database[dbm.ATTEMPTS].delete_many({"consumer": run})
-
-
-def held(message_id: str, holder: str) -> Doc:
-    """The filter of a write by ``holder`` on a message it holds."""
-    return {"_id": message_id, "status": Status.REPLAYING.value, "replay.holder": holder}
+        store.forget_attempts(run)
 
 
 def ended(
     message_id: str, holder: str, status: Status, reason: str, now: dt.datetime, **fields: Any
-) -> UpdateOne:
+) -> HeldWrite:
     """End a held message (the terminal write of ``shared.store.messages.end``, held)."""
-    return UpdateOne(
-        held(message_id, holder), {"$set": terminal_update(status, reason, now, **fields)}
-    )
+    return HeldWrite(message_id, holder, terminal_update(status, reason, now, **fields))
 
 
 def back_to_missed(
@@ -190,71 +136,61 @@ def back_to_missed(
     why: str,
     now: dt.datetime,
     status: Status = Status.IS_MISSED,
-) -> UpdateOne:
+) -> HeldWrite:
     """Give a held message back to the status it was taken from (``status``: ``is_missed``,
     or ``failed``; its reason, and a failure's code, kept), with why it was not sent. The next
     replay can take it."""
-    return UpdateOne(
-        held(message_id, holder),
+    return HeldWrite(
+        message_id,
+        holder,
         {
-            "$set": {
-                "status": status.value,
-                "replay.holder": None,
-                "replay.leftMissed": why,
-                "replay.leftAt": now,
-            },
-            "$unset": {"replay.leaseUntil": ""},
+            "status": status.value,
+            "replay.holder": None,
+            "replay.leftMissed": why,
+            "replay.leftAt": now,
         },
+        unset=("replay.leaseUntil",),
     )
 
 
-def settle(database: Database[Doc], holder: str | None, settler: str, now: dt.datetime) -> Settled:
+def settle(stores: ReplayStores, holder: str | None, settler: str, now: dt.datetime) -> Settled:
     """Settle every message ``holder`` holds (``None``: messages taken by a replay from before
     attempt records, which say nothing): fence, then decide from the attempt records."""
     fence = f"{settler}:{uuid.uuid4().hex[:8]}"
-    flt: Doc = {"status": Status.REPLAYING.value, "replay.holder": holder}
-    if holder is None:  # the old replay kept no lease: give it as long as a lease
-        flt["replay.at"] = {"$not": {"$gte": now - LEASE}}
+    # The old replay kept no lease: give it as long as a lease.
+    taken_before = now - LEASE if holder is None else None
     out = Settled()
     with dbm.translate_errors("settling a stopped replay"):
-        database[dbm.MESSAGES].update_many(flt, {"$set": {"replay.holder": fence}})
-        docs = list(
-            database[dbm.MESSAGES].find(
-                {"status": Status.REPLAYING.value, "replay.holder": fence},
-                {"replay.run": 1, "replay.at": 1, "replay.from": 1, "replay.sender": 1},
-            )
-        )
+        docs = stores.replays.fence(holder, fence, taken_before)
         if not docs:
             return out
         # Attempt records are named by the run, or by the consumer that sent for it.
         runs = {(d.get("replay") or {}).get(k) for d in docs for k in ("run", "sender")}
-        maybe_left = {i for r in runs if r is not None for i in guards.maybe_sent(database, r)}
-        ops: list[UpdateOne] = []
+        guards = stores.consumer.guards
+        maybe_left = {i for r in runs if r is not None for i in guards.maybe_sent(r)}
+        writes: list[HeldWrite] = []
         for d in docs:
             s = settle_one(d.get("replay") or {}, d["_id"] in maybe_left, now)
             if s.unknown:
-                ops.append(ended(d["_id"], fence, s.status, s.reason, now))
+                writes.append(ended(d["_id"], fence, s.status, s.reason, now))
                 out.unknown.append(d["_id"])
             else:
-                ops.append(back_to_missed(d["_id"], fence, s.reason, now, s.status))
+                writes.append(back_to_missed(d["_id"], fence, s.reason, now, s.status))
                 out.missed.append(d["_id"])
-        database[dbm.MESSAGES].bulk_write(ops, ordered=False)
+        stores.replays.write(writes)
     log.warning("settled a stopped replay (%s): %s", holder, out.describe())
     return out
 
 
-def stale_holders(database: Database[Doc], now: dt.datetime) -> set[str | None]:
+def stale_holders(store: ReplayStore, now: dt.datetime) -> set[str | None]:
     """Holders of ``replaying`` messages whose lease ran out (``None``: the old replay's).
 
-    Served by the partial index ``replaying`` (only messages in that status are in it): callers
-    do it at the start of a replay, and the janitor at most every few minutes.
+    Read through the partial index ``replaying`` (only messages in that status are in it):
+    callers do it at the start of a replay, and the janitor at most every few minutes.
     """
     out: set[str | None] = set()
     with dbm.translate_errors("looking for stopped replays"):
-        cursor = database[dbm.MESSAGES].find(
-            {"status": Status.REPLAYING.value}, {"replay.holder": 1, "replay.leaseUntil": 1}
-        )
-        for d in cursor:
+        for d in store.replaying():
             rec = d.get("replay") or {}
             lease = rec.get("leaseUntil")
             if rec.get("holder") is None or not isinstance(lease, dt.datetime) or lease < now:
@@ -262,9 +198,27 @@ def stale_holders(database: Database[Doc], now: dt.datetime) -> set[str | None]:
     return out
 
 
-def settle_stale(database: Database[Doc], now: dt.datetime, settler: str) -> Settled:
+def settle_stale(stores: ReplayStores, now: dt.datetime, settler: str) -> Settled:
     """Settle every replay run whose lease ran out by ``now`` (killed hard, or far too slow)."""
     out = Settled()
-    for holder in stale_holders(database, now):
-        out += settle(database, holder, settler, now)
+    for holder in stale_holders(stores.replays, now):
+        out += settle(stores, holder, settler, now)
     return out
+
+
+__all__ = [
+    "LEASE",
+    "HeldWrite",
+    "ReplayFenced",
+    "Settled",
+    "back_to_missed",
+    "ended",
+    "forget_attempts",
+    "hand_over",
+    "leaving",
+    "new_run",
+    "settle",
+    "settle_stale",
+    "stale_holders",
+    "take",
+]

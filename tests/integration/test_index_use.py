@@ -198,9 +198,10 @@ def test_the_look_for_stopped_replays_reads_through_an_index(world, reads):
     (bench scale, 2 creators, 2026-12-01)."""
     from shared.clock import utcnow
     from shared.store import replays
+    from shared.store.mongo import replay_stores
 
     dbm.ensure_indexes(world.db)
-    finds = reads(lambda: replays.stale_holders(world.db, utcnow()))
+    finds = reads(lambda: replays.stale_holders(replay_stores(world.db).replays, utcnow()))
     assert finds
     scans = _unserved(world.db, finds)
     assert not scans, "\n".join(scans)

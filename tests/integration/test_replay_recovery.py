@@ -88,7 +88,7 @@ def test_a_replay_that_dies_before_sending_rolls_back_and_the_next_sends_once(
         def down(*_: Any, **__: Any) -> Any:
             raise TransientError("database blip after the messages were taken")
 
-        monkeypatch.setattr(stored_intent, "load_current", down)
+        monkeypatch.setattr(stored_intent, "current_of", down)
         _dying_replay(world, ExpoSender(world.settings.expo))
         monkeypatch.undo()
     else:
@@ -193,6 +193,7 @@ def test_a_replay_fenced_by_a_settler_sends_nothing_more(world):
     """A replay slower than its lease is settled by someone else: from then on none of its
     requests leave (each checks, after writing its crash record, that it still holds them)."""
     from shared.store import replays
+    from shared.store.mongo import replay_stores
 
     uids = [f"f{i}" for i in range(3)]
     for u in uids:
@@ -202,7 +203,7 @@ def test_a_replay_fenced_by_a_settler_sends_nothing_more(world):
     settled: list[Any] = []
 
     def janitor_meanwhile() -> None:
-        settled.append(replays.settle_stale(world.db, utcnow(), "janitor"))
+        settled.append(replays.settle_stale(replay_stores(world.db), utcnow(), "janitor"))
 
     with ExpoSender(world.settings.expo) as real:
         _dying_replay(world, DiesAfterRequest(real, 3, before=janitor_meanwhile), clock=hour_ago)

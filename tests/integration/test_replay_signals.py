@@ -20,6 +20,7 @@ import pytest
 from shared.clock import utcnow
 from shared.store import db as dbm
 from shared.store import replays
+from shared.store.mongo import replay_stores
 from tests.integration.consumer_support import TZPUSH, consumer_env
 from tests.integration.harness import wait_for
 from tests.integration.ops_helpers import missed, run_cli
@@ -116,7 +117,7 @@ def test_a_replay_process_stopped_mid_run_leaves_nothing_stuck_and_sends_nothing
         assert statuses["replaying"] > 0, statuses  # killed: nothing of its own ran
         # Once its lease has run out, whoever looks (the next replay, the janitor) settles it.
         later = utcnow() + replays.LEASE + dt.timedelta(minutes=1)
-        settled = replays.settle_stale(world.db, later, "test")
+        settled = replays.settle_stale(replay_stores(world.db), later, "test")
         assert len(settled.missed) + len(settled.unknown) == statuses["replaying"]
     # The request in flight at the signal lands at the fake (a killed client does not stop it);
     # nothing after it left: the first fenced itself, the process was gone.

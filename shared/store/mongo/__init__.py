@@ -12,6 +12,7 @@ from pymongo.errors import PyMongoError
 from shared.domain.messages import Doc
 from shared.store.abc import ConsumerStores
 from shared.store.abc_creator import CreatorStores
+from shared.store.abc_replays import ReplayStores
 from shared.store.mongo.accounts import MongoErasure, MongoReminders, MongoUsers
 from shared.store.mongo.fleet import MongoSenders
 from shared.store.mongo.guards import MongoGuards
@@ -20,6 +21,7 @@ from shared.store.mongo.journal import MongoJournal
 from shared.store.mongo.messages import MongoMessages
 from shared.store.mongo.planning import MongoPartitions, MongoPending, MongoPlans
 from shared.store.mongo.registrations import MongoChanges, MongoRegistrations
+from shared.store.mongo.replays import MongoReplays
 from shared.store.mongo.tokens import MongoTokens
 
 StoreError = PyMongoError
@@ -49,6 +51,20 @@ def consumer_stores(database: Database[Doc]) -> ConsumerStores:
     )
 
 
+ReplayWhere = ReplayStores | Database[Doc]
+"""A replay's stores, or a MongoDB database (its adapter is made for it)."""
+
+
+def replay_stores(database: Database[Doc]) -> ReplayStores:
+    """A replay's stores on ``database``."""
+    return ReplayStores(replays=MongoReplays(database), consumer=consumer_stores(database))
+
+
+def replay_stores_of(where: ReplayWhere) -> ReplayStores:
+    """``where`` itself, or the MongoDB adapter of a replay's stores on it."""
+    return where if isinstance(where, ReplayStores) else replay_stores(where)
+
+
 def creator_stores(database: Database[Doc]) -> CreatorStores:
     """The creator's stores on ``database``."""
     return CreatorStores(
@@ -70,11 +86,15 @@ __all__ = [
     "MongoIntentLog",
     "MongoJournal",
     "MongoMessages",
+    "MongoReplays",
     "MongoSenders",
     "MongoTokens",
+    "ReplayWhere",
     "StoreError",
     "Stores",
     "consumer_stores",
     "creator_stores",
+    "replay_stores",
+    "replay_stores_of",
     "stores_of",
 ]

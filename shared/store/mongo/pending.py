@@ -14,7 +14,9 @@ from shared.domain.messages import Doc, Status
 from shared.store import db as dbm
 from shared.store import replays
 from shared.store.abc import ConsumerStores, Ending, Guard
+from shared.store.abc_replays import ReplayStores
 from shared.store.mongo.messages import ending_op
+from shared.store.mongo.replays import MongoReplays
 
 
 def _pending(start: dt.datetime, end: dt.datetime) -> Doc:
@@ -73,5 +75,6 @@ class MongoPending:
         return None if clock is None else clock.server
 
     def settle_stale_replays(self, now: dt.datetime, settler: str) -> int:
-        settled = replays.settle_stale(self.db, now, settler)
+        stores = ReplayStores(MongoReplays(self.db), self._consumer)
+        settled = replays.settle_stale(stores, now, settler)
         return len(settled.missed) + len(settled.unknown)
