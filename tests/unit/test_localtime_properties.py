@@ -15,7 +15,7 @@ import zoneinfo
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shared.domain.localtime import (
@@ -166,6 +166,11 @@ def test_occurrences_between_matches_oracle(case: Case, shift: int, length: int)
     delta=st.one_of(st.sampled_from([-1, 0, 1]), st.integers(-2 * DAY, 2 * DAY)),
     micros=st.sampled_from([0, 1, 999_999]),
 )
+@example(
+    case=Case("Pacific/Apia", dt.date(2011, 12, 29), dt.time(23, 59), 1440, frozenset({4}), True),
+    delta=-1,
+    micros=0,
+)
 def test_next_occurrence_matches_oracle(case: Case, delta: int, micros: int) -> None:
     # Anchor `after` on the case's own send (if its date exists) so gap/overlap sends are the
     # ones found; the oracle's answer is the first of its list strictly after `after`.
@@ -177,7 +182,9 @@ def test_next_occurrence_matches_oracle(case: Case, delta: int, micros: int) -> 
     mine = [at for d, at in anchor if d == case.local_date]
     after_s = (mine[0] if mine else around + DAY) + delta
     after = instant(after_s, micros)
-    horizon = after_s + 22 * DAY  # three weeks: at least three sends with any weekdays
+    # Four weeks: at least three sends with any weekdays, even across a skipped local day
+    # (Apia, Fridays, 23:59 + 1440 min from 2011-12-29: the third send was 22 days + 1 min on).
+    horizon = after_s + 29 * DAY
     want = expected_between(
         case.tz, case.local_time, after_s + 1, horizon, case.offset_minutes, days
     )
