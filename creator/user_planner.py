@@ -18,6 +18,7 @@ from shared.domain.messages import Doc
 from shared.domain.plan import plan_checked
 from shared.errors import TransientError
 from shared.store import erasure
+from shared.store.abc_planning import Window
 
 log = logging.getLogger("creator.planner")
 
@@ -183,7 +184,7 @@ class UserPlanner:
             return
         users = {d["userId"] for d in inserted}
         self.ctx.stores.partitions.reopen(
-            users, self.ctx.settings.creator.partitions, start, end, now
+            users, self.ctx.settings.creator.partitions, Window(start, end, now)
         )
         note = (
             f"{len(inserted)} message(s) planned but not armed ({exc}): the next planning pass "
