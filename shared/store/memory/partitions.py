@@ -11,14 +11,7 @@ from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of
 from shared.store.abc_planning import Window
 from shared.store.memory.base import Tables, out
-from shared.store.partitions import (
-    LEGACY_ID,
-    in_progress,
-    mark,
-    partition_id,
-    partitions_of,
-    seed,
-)
+from shared.store.partitions import LEGACY_ID, in_progress, mark, partition_id, partitions_of, seed
 
 
 def _min(doc: Doc, name: str, value: dt.datetime) -> None:

@@ -15,14 +15,7 @@ from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of
 from shared.store import db as dbm
 from shared.store.abc_planning import Window
-from shared.store.partitions import (
-    LEGACY_ID,
-    in_progress,
-    mark,
-    partition_id,
-    partitions_of,
-    seed,
-)
+from shared.store.partitions import LEGACY_ID, in_progress, mark, partition_id, partitions_of, seed
 
 BACKFILL_CHUNK = 500
 
