@@ -43,6 +43,7 @@ from creator.wakeups import WakeupPublisher
 from shared.domain.messages import Doc
 from shared.domain.plan import BUCKETS, MAX_CATCH_UP, group_sorted, partition_buckets, plan_checked
 from shared.store import erasure
+from shared.store.abc_planning import Window
 from shared.store.intent import changed_in
 from shared.store.partitions import Membership, partition_id
 
@@ -162,7 +163,8 @@ class PartitionPass:
         me = self.membership.me
         pid = {p: partition_id(p, c.partitions) for p in ps}
         with self.membership.hold(ps):
-            ours = [p for p in ps if store.begin(pid[p], me, start, end, now)]
+            window = Window(start, end, now)
+            ours = [p for p in ps if store.begin(pid[p], me, window)]
             if not ours:
                 return
             bucket_ranges = merged(partition_buckets(p, c.partitions) for p in ours)
@@ -180,7 +182,7 @@ class PartitionPass:
                 )
             # A window a dead pass left (its start is earlier; stored to the millisecond).
             if since < now - dt.timedelta(milliseconds=1):
-                self.repairs.sweep_dead_window(since, ours, now, (start, end))
+                self.repairs.sweep_dead_window(since, ours, window)
             for p in ours:
                 if not store.finish(pid[p], me, end):
                     report.notes.append(

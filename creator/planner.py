@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any, Generic, TypeVar, cast, overload
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar, Unpack, cast, overload
 
 from pymongo.database import Database
 
@@ -24,7 +24,7 @@ from creator.partition_pass import JANITOR_PARTITION, PartitionPass
 from creator.rearm import Rearmed, rearm
 from creator.repairs import Repairs
 from creator.report import PassReport
-from creator.user_planner import Known, UserPlanner
+from creator.user_planner import Known, Narrowing, UserPlanner
 from creator.wakeups import WakeupPublisher
 from shared.broker import StompClient
 from shared.clock import Clock, utcnow
@@ -115,17 +115,10 @@ class Planner:
         partition ``JANITOR_PARTITION``) the janitor. Idempotent (``PartitionPass.run``)."""
         return self.passes.run()
 
-    def plan_users(
-        self,
-        user_ids: Sequence[str],
-        *,
-        tokens: Collection[str] | None = None,
-        reminders: Collection[str] | None = None,
-        known: Known | None = None,
-    ) -> PassReport:
+    def plan_users(self, user_ids: Sequence[str], **narrow: Unpack[Narrowing]) -> PassReport:
         """Plan these users' reminders for ``[now, plannedUntil)`` at once, after a change
         (``UserPlanner.plan``: ``tokens``, ``reminders`` and ``known`` narrow it)."""
-        return self.users.plan(user_ids, tokens=tokens, reminders=reminders, known=known)
+        return self.users.plan(user_ids, **narrow)
 
     def rearm(
         self,

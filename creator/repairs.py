@@ -26,6 +26,7 @@ from shared.domain.messages import Doc, Status
 from shared.domain.plan import bucket_of, partition_of
 from shared.store import erasure
 from shared.store.abc import Ending
+from shared.store.abc_planning import Window
 from shared.store.intent import changed_in, erased_in
 
 log = logging.getLogger("creator.planner")
@@ -100,49 +101,38 @@ class Repairs:
             _log_swept(pseudonym, ended)
         return gone
 
-    def sweep_dead_window(
-        self,
-        since: dt.datetime,
-        ours: Collection[int],
-        now: dt.datetime,
-        window: tuple[dt.datetime, dt.datetime],
-    ) -> None:
-        """Repair what a pass that died (begun at ``since``) inserted in ``window`` for users of
-        partitions ``ours`` changed since, and planned before this pass (``now``): for a user
-        erased since, ended and anonymised (``ErasureStore.scrub``); for a user erased and created
-        again, what belongs to registrations the erasure deleted (``_sweep_recreated``); for a
-        registration turned off since, ended ``cancelled`` (``_end_for_dead_registrations``)."""
+    def sweep_dead_window(self, since: dt.datetime, ours: Collection[int], window: Window) -> None:
+        """Repair what a pass that died (begun at ``since``) inserted in this pass's ``window``
+        for users of partitions ``ours`` changed since, and planned before this pass began
+        (``window.at``): for a user erased since, ended and anonymised (``ErasureStore.scrub``);
+        for a user erased and created again, what belongs to registrations the erasure deleted
+        (``_sweep_recreated``); for a registration turned off since, ended ``cancelled``
+        (``_end_for_dead_registrations``)."""
         n, mine = self.ctx.settings.creator.partitions, set(ours)
         changed = changed_in(self.ctx.stores.changes, since)
         users = {u for u in changed if partition_of(bucket_of(u), n) in mine}
         gone = erasure.gone(users, {}, self.ctx.stores.erasure.incarnations(users))
         for uid in sorted(gone):
             ended, _, pseudonym = self.ctx.stores.erasure.scrub(
-                uid, self.ctx.clock(), planned_before=now
+                uid, self.ctx.clock(), planned_before=window.at
             )
             _log_swept(pseudonym, ended)
-        self._sweep_recreated(sorted(users - gone), since, window, now)
-        self._end_for_dead_registrations(sorted(users - gone), window, now)
+        self._sweep_recreated(sorted(users - gone), since, window)
+        self._end_for_dead_registrations(sorted(users - gone), window)
 
-    def _sweep_recreated(
-        self,
-        users: list[str],
-        since: dt.datetime,
-        window: tuple[dt.datetime, dt.datetime],
-        now: dt.datetime,
-    ) -> None:
+    def _sweep_recreated(self, users: list[str], since: dt.datetime, window: Window) -> None:
         """Of ``users`` (existing), those erased since ``since``: their messages in ``window``
-        planned before ``now``, whatever their status, for registrations that no longer exist
-        are ended (if pending or missed) and anonymised (``ErasureStore.scrub_ids``); those for
-        registrations that exist are kept. ``LOOKUP`` users a read of the change log; the
-        messages, then the registrations, read only for users erased since."""
+        planned at or before ``window.at``, whatever their status, for registrations that no
+        longer exist are ended (if pending or missed) and anonymised (``ErasureStore.scrub_ids``);
+        those for registrations that exist are kept. ``LOOKUP`` users a read of the change log;
+        the messages, then the registrations, read only for users erased since."""
         for i in range(0, len(users), LOOKUP):
             again = sorted(erased_in(self.ctx.stores.changes, users[i : i + LOOKUP], since))
             if not again:
                 continue
             # The messages first, then the registrations: a login in between is a registration
             # that exists, and its messages are not among those read.
-            found = self.ctx.stores.plans.planned_in_window(again, window, now)
+            found = self.ctx.stores.plans.planned_in_window(again, window)
             if not found:
                 continue
             theirs = self.ctx.stores.plans.token_ids_of(again)
@@ -155,10 +145,8 @@ class Repairs:
                 ended, pseudonym = self.ctx.stores.erasure.scrub_ids(ids, self.ctx.clock())
                 _log_swept(pseudonym, ended)
 
-    def _end_for_dead_registrations(
-        self, users: list[str], window: tuple[dt.datetime, dt.datetime], now: dt.datetime
-    ) -> None:
-        """Pending messages of ``users`` due in ``window``, planned before ``now``, whose
+    def _end_for_dead_registrations(self, users: list[str], window: Window) -> None:
+        """Pending messages of ``users`` due in ``window``, planned before ``window.at``, whose
         registration is no longer active: ended ``cancelled`` with the consumer's reason. A
         registration once deactivated stays so, so this loses nothing; a user who turned
         notifications off (undone under the same ids) is left to the consumer. ``LOOKUP`` users
@@ -168,7 +156,7 @@ class Repairs:
             if not off:
                 continue
             owners = sorted({str(t["userId"]) for t in off.values()})
-            found = self.ctx.stores.plans.pending_for_tokens(owners, list(off), window, now)
+            found = self.ctx.stores.plans.pending_for_tokens(owners, list(off), window)
             ends = []
             at = self.ctx.clock()
             for d in found:

@@ -7,7 +7,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from creator.context import PlanContext
 from creator.inserts import Inserter
@@ -18,6 +18,7 @@ from shared.domain.messages import Doc
 from shared.domain.plan import plan_checked
 from shared.errors import TransientError
 from shared.store import erasure
+from shared.store.abc_planning import Window
 
 log = logging.getLogger("creator.planner")
 
@@ -39,6 +40,16 @@ class Known:
     reminders: dict[str, list[Doc]] = field(default_factory=dict)
 
 
+class Narrowing(TypedDict, total=False):
+    """What narrows a planning of users (``UserPlanner.plan``), each None or missing for all:
+    ``tokens``, only these registrations; ``reminders``, only these reminders (ids); ``known``,
+    the documents the caller holds (``Known``)."""
+
+    tokens: Collection[str] | None
+    reminders: Collection[str] | None
+    known: Known | None
+
+
 class UserPlanner:
     """Plans, inserts and arms the reminders of a few users."""
 
@@ -54,14 +65,7 @@ class UserPlanner:
         self.inserter = inserter
         self.repairs = repairs
 
-    def plan(
-        self,
-        user_ids: Sequence[str],
-        *,
-        tokens: Collection[str] | None = None,
-        reminders: Collection[str] | None = None,
-        known: Known | None = None,
-    ) -> PassReport:
+    def plan(self, user_ids: Sequence[str], **narrow: Unpack[Narrowing]) -> PassReport:
         """Plan these users' reminders for ``[now, end)``, ``end`` the watermark of the user's
         partition, or the end of its window in progress when that is later (a pass still
         running read the old documents; one that died left them unplanned). A user whose
@@ -72,6 +76,8 @@ class UserPlanner:
         have is neither inserted nor armed again. ``known``: users planned from the documents
         given, not read (``Known``). Returns the report, with the users found and erased
         after the insert (``alive``, ``erased``)."""
+        tokens, reminders = narrow.get("tokens"), narrow.get("reminders")
+        known = narrow.get("known")
         report = PassReport()
         now = self.ctx.clock()
         marks = self.ctx.stores.partitions.watermarks(
@@ -183,7 +189,7 @@ class UserPlanner:
             return
         users = {d["userId"] for d in inserted}
         self.ctx.stores.partitions.reopen(
-            users, self.ctx.settings.creator.partitions, start, end, now
+            users, self.ctx.settings.creator.partitions, Window(start, end, now)
         )
         note = (
             f"{len(inserted)} message(s) planned but not armed ({exc}): the next planning pass "

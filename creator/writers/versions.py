@@ -14,7 +14,7 @@ from shared.domain.intent import REMINDER_CHANGED
 from shared.domain.localtime import occurrences_between, parse_hhmm, validate_timezone
 from shared.domain.messages import Doc
 from shared.errors import ConflictError, InputError, NotFoundError
-from shared.store.abc_accounts import VersionCancel
+from shared.store.abc_accounts import StaleVersions, VersionCancel
 
 log = logging.getLogger(__name__)
 
@@ -191,9 +191,8 @@ class ReminderVersions:
             now = ctx.now
             since = now - dt.timedelta(seconds=ctx.max_grace())
             for (uid, rid), version in sorted(moved.items()):
-                n = ctx.stores.reminders.cancel_versions_before(
-                    uid, rid, version, since, REMINDER_CHANGED, now
-                )
+                stale = StaleVersions(uid, rid, version, since)
+                n = ctx.stores.reminders.cancel_versions_before(stale, REMINDER_CHANGED, now)
                 log.info("reminder %s changed meanwhile: %d pending of older versions", rid, n)
             users = sorted({uid for uid, _ in moved})
             ctx.planner.plan_users(users, reminders=sorted(rid for _, rid in moved))

@@ -35,6 +35,17 @@ class VersionCancel(NamedTuple):
     instants: Sequence[dt.datetime]
 
 
+class StaleVersions(NamedTuple):
+    """The pending messages of ``user_id``'s reminder ``reminder_id`` due at or after ``since``
+    planned from a version before ``version`` (or with no version, or one that is not a
+    number)."""
+
+    user_id: str
+    reminder_id: str
+    version: int
+    since: dt.datetime
+
+
 class UserStore(Protocol):
     """Users by id, as the management writers read and write them."""
 
@@ -97,18 +108,8 @@ class ReminderStore(Protocol):
         """End ``cancelled`` with ``reason`` the pending, not deleted messages each cancel
         names, in one write; how many ended."""
 
-    def cancel_versions_before(
-        self,
-        user_id: str,
-        reminder_id: str,
-        version: int,
-        since: dt.datetime,
-        reason: str,
-        now: dt.datetime,
-    ) -> int:
-        """End ``cancelled`` every pending, not deleted message of the user's reminder due at or
-        after ``since`` planned from a version before ``version`` (or with no version, or one
-        that is not a number); how many ended."""
+    def cancel_versions_before(self, stale: StaleVersions, reason: str, now: dt.datetime) -> int:
+        """End ``cancelled`` the not deleted messages ``stale`` names; how many ended."""
 
     def delete(self, user_ids: Collection[str], reminder_ids: Collection[str] | None = None) -> int:
         """Delete these users' reminders (only those of ``reminder_ids`` when given); how many."""

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Generator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.domain.messages import Doc
 from shared.store.abc import ConsumerStores, Ending, Guard
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A window a planning has in progress on a partition: ``[start, end)``, begun ``at``
+    (the partition's ``inProgress``: ``from``, ``to``, ``at``)."""
+
+    start: dt.datetime
+    end: dt.datetime
+    at: dt.datetime
 
 
 class PartitionStore(Protocol):
@@ -30,23 +41,14 @@ class PartitionStore(Protocol):
         concurrent creation of the same ones is not an error), each new one seeded by
         ``partitions.seed`` from the documents of other counts and the legacy watermark."""
 
-    def begin(
-        self, pid: str, owner: str, start: dt.datetime, end: dt.datetime, now: dt.datetime
-    ) -> bool:
-        """Mark ``[start, end)`` in progress on partition ``pid`` if ``owner`` holds it (the
-        earliest ``inProgress.at`` kept; an ``inProgress`` that is not a document replaced);
-        whether it was ``owner``'s."""
+    def begin(self, pid: str, owner: str, window: Window) -> bool:
+        """Mark ``window`` in progress on partition ``pid`` if ``owner`` holds it (the earliest
+        ``inProgress.at`` kept; an ``inProgress`` that is not a document replaced); whether it
+        was ``owner``'s."""
 
-    def reopen(
-        self,
-        user_ids: Iterable[str],
-        partitions: int,
-        start: dt.datetime,
-        end: dt.datetime,
-        now: dt.datetime,
-    ) -> None:
+    def reopen(self, user_ids: Iterable[str], partitions: int, window: Window) -> None:
         """Widen (never narrow) the window in progress of these users' partitions to cover
-        ``[start, end)``, whoever holds them."""
+        ``window`` (the earliest ``at`` kept), whoever holds them."""
 
     def in_progress_since(self, pids: Iterable[str]) -> dt.datetime | None:
         """The earliest ``inProgress.at`` of these partitions (None: none in progress)."""
@@ -119,24 +121,16 @@ class PlanStore(Protocol):
     def existing_ids(self, ids: Collection[str]) -> set[str]:
         """Which of these message ids exist."""
 
-    def planned_in_window(
-        self,
-        user_ids: Sequence[str],
-        window: tuple[dt.datetime, dt.datetime],
-        planned_before: dt.datetime,
-    ) -> list[Doc]:
-        """The messages of these users due in ``window`` and planned at or before
-        ``planned_before``, whatever their status: ``userId`` and ``notificationTokenId``."""
+    def planned_in_window(self, user_ids: Sequence[str], window: Window) -> list[Doc]:
+        """The messages of these users due in ``[window.start, window.end)`` and planned at or
+        before ``window.at``, whatever their status: ``userId`` and ``notificationTokenId``."""
 
     def pending_for_tokens(
-        self,
-        user_ids: Sequence[str],
-        token_ids: Iterable[Any],
-        window: tuple[dt.datetime, dt.datetime],
-        planned_before: dt.datetime,
+        self, user_ids: Sequence[str], token_ids: Iterable[Any], window: Window
     ) -> list[Doc]:
         """The pending, not deleted messages of these users for these registrations, due in
-        ``window`` and planned at or before ``planned_before``: ``notificationTokenId``."""
+        ``[window.start, window.end)`` and planned at or before ``window.at``:
+        ``notificationTokenId``."""
 
     def token_ids_of(self, user_ids: Sequence[str]) -> set[Any]:
         """The ids of every registration of these users, active or not."""

@@ -42,7 +42,7 @@ from collections.abc import Collection, Iterable, Iterator
 
 from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of, owned_partitions, partition_of
-from shared.store.abc_planning import PartitionStore
+from shared.store.abc_planning import PartitionStore, Window
 
 # The single watermark document of creators before partitions (``planner_state`` on MongoDB).
 LEGACY_ID = "planner"
@@ -87,6 +87,11 @@ def mark(doc: Doc, reach: bool) -> dt.datetime | None:
     if reach and prog and (planned is None or prog["to"] > planned):
         return prog["to"]
     return planned
+
+
+def in_progress(window: Window) -> Doc:
+    """The partition's ``inProgress`` document of ``window``."""
+    return {"from": window.start, "to": window.end, "at": window.at}
 
 
 # -- leases ------------------------------------------------------------------------------------

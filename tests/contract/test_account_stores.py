@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from shared.store.abc_accounts import UserUpsert, VersionCancel
+from shared.store.abc_accounts import StaleVersions, UserUpsert, VersionCancel
 from shared.store.erasure import SCRUBBED
 from tests.contract.backends import Backend
 
@@ -238,7 +238,8 @@ def test_older_versions_pending_since_an_instant_end_cancelled(backend: Backend)
         message("none", at(60), reminderVersion=None),
     )
     store = backend.creator.reminders
-    assert store.cancel_versions_before("u", "r", 3, at(0), "reminder changed", at(5)) == 3
+    stale = StaleVersions("u", "r", 3, at(0))
+    assert store.cancel_versions_before(stale, "reminder changed", at(5)) == 3
     for mid in ("v1", "v2", "none"):
         assert status(backend, mid) == ("cancelled", "reminder changed"), mid
     for mid in ("v3", "early", "theirs"):

@@ -14,6 +14,7 @@ from shared.domain.plan import BUCKETS, bucket_of
 from shared.store import db as dbm
 from shared.store.abc import Ending, Guard
 from shared.store.abc_creator import CreatorStores
+from shared.store.abc_planning import Window
 from shared.store.memory.plans import PENDING_UNIQUE_KEYS
 from shared.store.partitions import LEGACY_ID, partition_id, partitions_of
 from tests.contract.backends import Backend
@@ -85,9 +86,11 @@ def test_a_window_is_begun_and_finished_only_by_the_partitions_owner(stores):
     parts = stores.partitions
     parts.ensure(2)
     parts.take("c1", ["0/2"], at(10), at(0))
-    assert parts.begin("0/2", "c1", at(0), at(60), at(0))
-    assert not parts.begin("0/2", "c2", at(0), at(60), at(0))
-    assert parts.begin("0/2", "c1", at(5), at(70), at(3))  # again: the earliest start is kept
+    assert parts.begin("0/2", "c1", Window(at(0), at(60), at(0)))
+    assert not parts.begin("0/2", "c2", Window(at(0), at(60), at(0)))
+    assert parts.begin(
+        "0/2", "c1", Window(at(5), at(70), at(3))
+    )  # again: the earliest start is kept
     doc = parts.ensure(2)[0]
     assert doc["inProgress"] == window(at(5), at(70), at(0))
     assert parts.in_progress_since(["0/2", "1/2"]) == at(0)
@@ -101,7 +104,7 @@ def test_a_window_is_begun_and_finished_only_by_the_partitions_owner(stores):
 
 def test_a_window_that_is_not_a_document_is_replaced(backend, stores):
     backend.seed("partitions", {"_id": "0/1", "p": 0, "of": 1, "owner": "c", "inProgress": None})
-    assert stores.partitions.begin("0/1", "c", at(0), at(60), at(1))
+    assert stores.partitions.begin("0/1", "c", Window(at(0), at(60), at(1)))
     assert stores.partitions.ensure(1)[0]["inProgress"] == window(at(0), at(60), at(1))
 
 
@@ -112,9 +115,9 @@ def test_reopening_widens_a_window_never_narrows_it_whoever_holds_the_partition(
     other = 1 - p
     pid = partition_id(p, 2)
     parts.take("c1", [pid], at(10), at(0))
-    parts.begin(pid, "c1", at(10), at(20), at(5))
-    parts.reopen(["u1"], 2, at(15), at(40), at(7))
-    parts.reopen(["u1"], 2, at(0), at(30), at(2))
+    parts.begin(pid, "c1", Window(at(10), at(20), at(5)))
+    parts.reopen(["u1"], 2, Window(at(15), at(40), at(7)))
+    parts.reopen(["u1"], 2, Window(at(0), at(30), at(2)))
     docs = parts.ensure(2)
     assert docs[p]["inProgress"] == window(at(0), at(40), at(2))
     assert "inProgress" not in docs[other]
@@ -130,7 +133,7 @@ def test_watermarks_are_per_user_partition_and_reach_a_window_in_progress(backen
     parts.ensure(2)
     parts.take("c", ["0/2", "1/2"], at(100), at(0))
     parts.finish("0/2", "c", at(60))
-    parts.begin("0/2", "c", at(60), at(90), at(1))
+    parts.begin("0/2", "c", Window(at(60), at(90), at(1)))
     marks = parts.watermarks(ids, 2)
     reach = parts.watermarks(ids, 2, reach=True)
     assert marks == {u: at(60) if where[u] == 0 else at(10) for u in ids}
@@ -304,13 +307,13 @@ def test_messages_planned_in_a_window_and_pending_ones_for_registrations(backend
         message("t2", at(11), notificationTokenId="t2"),
     )
     plans = stores.plans
-    found = plans.planned_in_window(["u"], (at(10), at(20)), at(0))
+    found = plans.planned_in_window(["u"], Window(at(10), at(20), at(0)))
     assert sorted(found, key=lambda d: d["_id"]) == [
         {"_id": "in", "userId": "u", "notificationTokenId": "t"},
         {"_id": "sent", "userId": "u", "notificationTokenId": "t2"},
         {"_id": "t2", "userId": "u", "notificationTokenId": "t2"},
     ]
-    pending = plans.pending_for_tokens(["u"], ["t2"], (at(10), at(20)), at(0))
+    pending = plans.pending_for_tokens(["u"], ["t2"], Window(at(10), at(20), at(0)))
     assert pending == [{"_id": "t2", "notificationTokenId": "t2"}]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from shared.store.abc import ConsumerStores
 from shared.store.abc_creator import CreatorStores
+from shared.store.families import Parts, assemble
 from shared.store.memory.accounts import MemoryErasure, MemoryReminders, MemoryUsers
 from shared.store.memory.base import Tables
 from shared.store.memory.fleet import MemorySenders
@@ -17,35 +18,39 @@ from shared.store.memory.planning import MemoryPartitions, MemoryPending, Memory
 from shared.store.memory.registrations import MemoryChanges, MemoryRegistrations
 from shared.store.memory.tokens import MemoryTokens
 
+CONSUMER: Parts[Tables] = {
+    "messages": MemoryMessages,
+    "guards": MemoryGuards,
+    "journal": MemoryJournal,
+    "changes": MemoryIntentLog,
+    "counters": MemoryCapCounters,
+    "tokens": MemoryTokens,
+    "current": MemoryCurrentIntent,
+    "senders": MemorySenders,
+}
+"""The twin of each of the consumer's stores."""
+
+CREATOR: Parts[Tables] = {
+    "users": MemoryUsers,
+    "reminders": MemoryReminders,
+    "erasure": MemoryErasure,
+    "registrations": MemoryRegistrations,
+    "changes": MemoryChanges,
+    "partitions": MemoryPartitions,
+    "plans": MemoryPlans,
+    "pending": lambda tables: MemoryPending(tables, memory_stores(tables)),
+}
+"""The twin of each of the creator's stores."""
+
 
 def memory_stores(tables: Tables | None = None) -> ConsumerStores:
     """The consumer's stores over ``tables`` (new, empty ones by default)."""
-    t = tables or Tables()
-    return ConsumerStores(
-        messages=MemoryMessages(t),
-        guards=MemoryGuards(t),
-        journal=MemoryJournal(t),
-        changes=MemoryIntentLog(t),
-        counters=MemoryCapCounters(t),
-        tokens=MemoryTokens(t),
-        current=MemoryCurrentIntent(t),
-        senders=MemorySenders(t),
-    )
+    return assemble(ConsumerStores, tables or Tables(), CONSUMER)
 
 
 def memory_creator_stores(tables: Tables | None = None) -> CreatorStores:
     """The creator's stores over ``tables`` (new, empty ones by default)."""
-    t = tables or Tables()
-    return CreatorStores(
-        users=MemoryUsers(t),
-        reminders=MemoryReminders(t),
-        erasure=MemoryErasure(t),
-        registrations=MemoryRegistrations(t),
-        changes=MemoryChanges(t),
-        partitions=MemoryPartitions(t),
-        plans=MemoryPlans(t),
-        pending=MemoryPending(t, memory_stores(t)),
-    )
+    return assemble(CreatorStores, tables or Tables(), CREATOR)
 
 
 __all__ = ["Tables", "memory_creator_stores", "memory_stores"]

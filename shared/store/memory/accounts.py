@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from shared.domain.messages import Doc, Status, terminal_update
-from shared.store.abc_accounts import UserUpsert, VersionCancel
+from shared.store.abc_accounts import StaleVersions, UserUpsert, VersionCancel
 from shared.store.erasure import ERASED, anonymous
 from shared.store.memory.base import Tables, dotted, out, set_fields
 
@@ -141,22 +141,14 @@ class MemoryReminders:
 
         return self._cancel(match, reason, now) if wanted else 0
 
-    def cancel_versions_before(
-        self,
-        user_id: str,
-        reminder_id: str,
-        version: int,
-        since: dt.datetime,
-        reason: str,
-        now: dt.datetime,
-    ) -> int:
+    def cancel_versions_before(self, stale: StaleVersions, reason: str, now: dt.datetime) -> int:
         return self._cancel(
             lambda d: (
-                d.get("userId") == user_id
-                and d.get("reminderId") == reminder_id
+                d.get("userId") == stale.user_id
+                and d.get("reminderId") == stale.reminder_id
                 and isinstance(at := d.get("scheduledAt"), dt.datetime)
-                and at >= since
-                and not _at_least(d.get("reminderVersion"), version)
+                and at >= stale.since
+                and not _at_least(d.get("reminderVersion"), stale.version)
             ),
             reason,
             now,

@@ -9,8 +9,9 @@ from collections.abc import Collection, Iterable
 
 from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of
+from shared.store.abc_planning import Window
 from shared.store.memory.base import Tables, out
-from shared.store.partitions import LEGACY_ID, mark, partition_id, partitions_of, seed
+from shared.store.partitions import LEGACY_ID, in_progress, mark, partition_id, partitions_of, seed
 
 
 def _min(doc: Doc, name: str, value: dt.datetime) -> None:
@@ -70,29 +71,20 @@ class MemoryPartitions:
                 docs = {d["p"]: d for d in rows.values() if d.get("of") == partitions}
             return {p: out(d) for p, d in docs.items()}
 
-    def begin(
-        self, pid: str, owner: str, start: dt.datetime, end: dt.datetime, now: dt.datetime
-    ) -> bool:
+    def begin(self, pid: str, owner: str, window: Window) -> bool:
         with self.t.lock:
             doc = self.t.partitions.get(pid)
             if doc is None or doc.get("owner") != owner:
                 return False
             prog = _window(doc)
             if prog is None:
-                doc["inProgress"] = {"from": start, "to": end, "at": now}
+                doc["inProgress"] = in_progress(window)
             else:
-                prog.update({"from": start, "to": end})
-                _min(prog, "at", now)
+                prog.update({"from": window.start, "to": window.end})
+                _min(prog, "at", window.at)
             return True
 
-    def reopen(
-        self,
-        user_ids: Iterable[str],
-        partitions: int,
-        start: dt.datetime,
-        end: dt.datetime,
-        now: dt.datetime,
-    ) -> None:
+    def reopen(self, user_ids: Iterable[str], partitions: int, window: Window) -> None:
         pids = {partition_id(p, partitions) for p in partitions_of(user_ids, partitions).values()}
         with self.t.lock:
             for pid in sorted(pids):
@@ -101,11 +93,11 @@ class MemoryPartitions:
                     continue
                 prog = _window(doc)
                 if prog is None:
-                    doc["inProgress"] = {"from": start, "to": end, "at": now}
+                    doc["inProgress"] = in_progress(window)
                     continue
-                _min(prog, "from", start)
-                _min(prog, "at", now)
-                _max(prog, "to", end)
+                _min(prog, "from", window.start)
+                _min(prog, "at", window.at)
+                _max(prog, "to", window.end)
 
     def in_progress_since(self, pids: Iterable[str]) -> dt.datetime | None:
         with self.t.lock:

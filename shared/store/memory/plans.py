@@ -13,6 +13,7 @@ from typing import Any
 
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import BUCKETS
+from shared.store.abc_planning import Window
 from shared.store.memory.base import Tables, out
 
 Key = tuple[Any, ...]
@@ -38,14 +39,15 @@ def _live(reminder: Doc) -> bool:
     return reminder.get("active") is True and reminder.get("isDeleted") is False
 
 
-def _due_in(doc: Doc, window: tuple[dt.datetime, dt.datetime]) -> bool:
-    at = doc.get("scheduledAt")
-    return isinstance(at, dt.datetime) and window[0] <= at < window[1]
-
-
-def _planned_by(doc: Doc, planned_before: dt.datetime) -> bool:
-    at = doc.get("plannedAt")
-    return isinstance(at, dt.datetime) and at <= planned_before
+def _planned_in(doc: Doc, window: Window) -> bool:
+    """Due in ``[window.start, window.end)`` and planned at or before ``window.at``."""
+    due, planned = doc.get("scheduledAt"), doc.get("plannedAt")
+    return (
+        isinstance(due, dt.datetime)
+        and window.start <= due < window.end
+        and isinstance(planned, dt.datetime)
+        and planned <= window.at
+    )
 
 
 def _project(doc: Doc, fields: Iterable[str]) -> Doc:
@@ -122,26 +124,17 @@ class MemoryPlans:
         with self.t.lock:
             return {i for i in ids if i in self.t.messages}
 
-    def planned_in_window(
-        self,
-        user_ids: Sequence[str],
-        window: tuple[dt.datetime, dt.datetime],
-        planned_before: dt.datetime,
-    ) -> list[Doc]:
+    def planned_in_window(self, user_ids: Sequence[str], window: Window) -> list[Doc]:
         ids = set(user_ids)
         with self.t.lock:
             return [
                 _project(d, ("userId", "notificationTokenId"))
                 for d in self.t.messages.values()
-                if d.get("userId") in ids and _due_in(d, window) and _planned_by(d, planned_before)
+                if d.get("userId") in ids and _planned_in(d, window)
             ]
 
     def pending_for_tokens(
-        self,
-        user_ids: Sequence[str],
-        token_ids: Iterable[Any],
-        window: tuple[dt.datetime, dt.datetime],
-        planned_before: dt.datetime,
+        self, user_ids: Sequence[str], token_ids: Iterable[Any], window: Window
     ) -> list[Doc]:
         ids, tokens = set(user_ids), set(token_ids)
         with self.t.lock:
@@ -151,8 +144,7 @@ class MemoryPlans:
                 if d.get("userId") in ids
                 and pending_key(d) is not None
                 and d.get("notificationTokenId") in tokens
-                and _due_in(d, window)
-                and _planned_by(d, planned_before)
+                and _planned_in(d, window)
             ]
 
     # -- registrations -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from shared.domain.messages import Doc
 from shared.store.abc import ConsumerStores
 from shared.store.abc_creator import CreatorStores
 from shared.store.abc_replays import ReplayStores
+from shared.store.families import Parts, assemble
 from shared.store.mongo.accounts import MongoErasure, MongoReminders, MongoUsers
 from shared.store.mongo.fleet import MongoSenders
 from shared.store.mongo.guards import MongoGuards
@@ -37,18 +38,34 @@ def stores_of(where: Stores) -> ConsumerStores:
     return where if isinstance(where, ConsumerStores) else consumer_stores(where)
 
 
+CONSUMER: Parts[Database[Doc]] = {
+    "messages": MongoMessages,
+    "guards": MongoGuards,
+    "journal": MongoJournal,
+    "changes": MongoIntentLog,
+    "counters": MongoCapCounters,
+    "tokens": MongoTokens,
+    "current": MongoCurrentIntent,
+    "senders": MongoSenders,
+}
+"""The MongoDB adapter of each of the consumer's stores."""
+
+CREATOR: Parts[Database[Doc]] = {
+    "users": MongoUsers,
+    "reminders": MongoReminders,
+    "erasure": MongoErasure,
+    "registrations": MongoRegistrations,
+    "changes": MongoChanges,
+    "partitions": MongoPartitions,
+    "plans": MongoPlans,
+    "pending": lambda database: MongoPending(database, consumer_stores(database)),
+}
+"""The MongoDB adapter of each of the creator's stores."""
+
+
 def consumer_stores(database: Database[Doc]) -> ConsumerStores:
     """The consumer's stores on ``database``."""
-    return ConsumerStores(
-        messages=MongoMessages(database),
-        guards=MongoGuards(database),
-        journal=MongoJournal(database),
-        changes=MongoIntentLog(database),
-        counters=MongoCapCounters(database),
-        tokens=MongoTokens(database),
-        current=MongoCurrentIntent(database),
-        senders=MongoSenders(database),
-    )
+    return assemble(ConsumerStores, database, CONSUMER)
 
 
 ReplayWhere = ReplayStores | Database[Doc]
@@ -67,16 +84,7 @@ def replay_stores_of(where: ReplayWhere) -> ReplayStores:
 
 def creator_stores(database: Database[Doc]) -> CreatorStores:
     """The creator's stores on ``database``."""
-    return CreatorStores(
-        users=MongoUsers(database),
-        reminders=MongoReminders(database),
-        erasure=MongoErasure(database),
-        registrations=MongoRegistrations(database),
-        changes=MongoChanges(database),
-        partitions=MongoPartitions(database),
-        plans=MongoPlans(database),
-        pending=MongoPending(database, consumer_stores(database)),
-    )
+    return assemble(CreatorStores, database, CREATOR)
 
 
 __all__ = [

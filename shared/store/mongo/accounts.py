@@ -14,7 +14,7 @@ from pymongo.errors import DuplicateKeyError
 from shared.domain.messages import Doc, Status, terminal_update
 from shared.store import db as dbm
 from shared.store.abc import Ending
-from shared.store.abc_accounts import UserUpsert, VersionCancel
+from shared.store.abc_accounts import StaleVersions, UserUpsert, VersionCancel
 from shared.store.erasure import ERASED, anonymous
 from shared.store.mongo.messages import ending_op
 
@@ -153,23 +153,15 @@ class MongoReminders:
             return 0
         return int(self.db[dbm.MESSAGES].bulk_write(ops, ordered=False).modified_count)
 
-    def cancel_versions_before(
-        self,
-        user_id: str,
-        reminder_id: str,
-        version: int,
-        since: dt.datetime,
-        reason: str,
-        now: dt.datetime,
-    ) -> int:
+    def cancel_versions_before(self, stale: StaleVersions, reason: str, now: dt.datetime) -> int:
         res = self.db[dbm.MESSAGES].update_many(
             {
-                "userId": user_id,
-                "scheduledAt": {"$gte": since},
-                "reminderId": reminder_id,
+                "userId": stale.user_id,
+                "scheduledAt": {"$gte": stale.since},
+                "reminderId": stale.reminder_id,
                 "status": Status.PENDING.value,
                 "isDeleted": False,
-                "reminderVersion": {"$not": {"$gte": version}},
+                "reminderVersion": {"$not": {"$gte": stale.version}},
             },
             {"$set": terminal_update(Status.CANCELLED, reason, now)},
         )

@@ -14,7 +14,8 @@ from pymongo.errors import BulkWriteError, WriteError
 from shared.domain.messages import Doc
 from shared.domain.plan import bucket_of
 from shared.store import db as dbm
-from shared.store.partitions import LEGACY_ID, mark, partition_id, partitions_of, seed
+from shared.store.abc_planning import Window
+from shared.store.partitions import LEGACY_ID, in_progress, mark, partition_id, partitions_of, seed
 
 BACKFILL_CHUNK = 500
 
@@ -62,44 +63,33 @@ class MongoPartitions:
             docs = {d["p"]: d for d in self.coll.find({"of": partitions})}
         return docs
 
-    def begin(
-        self, pid: str, owner: str, start: dt.datetime, end: dt.datetime, now: dt.datetime
-    ) -> bool:
+    def begin(self, pid: str, owner: str, window: Window) -> bool:
         mine = {"_id": pid, "owner": owner}
         try:
             res = self.coll.update_one(
                 mine,
                 {
-                    "$set": {"inProgress.from": start, "inProgress.to": end},
-                    "$min": {"inProgress.at": now},
+                    "$set": {"inProgress.from": window.start, "inProgress.to": window.end},
+                    "$min": {"inProgress.at": window.at},
                 },
             )
         except WriteError:  # ``inProgress`` is there but not a document (null, by hand): replaced
-            window = {"from": start, "to": end, "at": now}
-            res = self.coll.update_one(mine, {"$set": {"inProgress": window}})
+            res = self.coll.update_one(mine, {"$set": {"inProgress": in_progress(window)}})
         return res.matched_count == 1
 
-    def reopen(
-        self,
-        user_ids: Iterable[str],
-        partitions: int,
-        start: dt.datetime,
-        end: dt.datetime,
-        now: dt.datetime,
-    ) -> None:
+    def reopen(self, user_ids: Iterable[str], partitions: int, window: Window) -> None:
         pids = {partition_id(p, partitions) for p in partitions_of(user_ids, partitions).values()}
         for pid in sorted(pids):
             try:
                 self.coll.update_one(
                     {"_id": pid},
                     {
-                        "$min": {"inProgress.from": start, "inProgress.at": now},
-                        "$max": {"inProgress.to": end},
+                        "$min": {"inProgress.from": window.start, "inProgress.at": window.at},
+                        "$max": {"inProgress.to": window.end},
                     },
                 )
             except WriteError:  # ``inProgress`` is there but not a document (null, by hand)
-                window = {"from": start, "to": end, "at": now}
-                self.coll.update_one({"_id": pid}, {"$set": {"inProgress": window}})
+                self.coll.update_one({"_id": pid}, {"$set": {"inProgress": in_progress(window)}})
 
     def in_progress_since(self, pids: Iterable[str]) -> dt.datetime | None:
         ats = [

@@ -11,7 +11,6 @@ the server, so there both rules only cost nothing:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
@@ -22,9 +21,19 @@ from pymongo.errors import BulkWriteError
 from shared.domain.messages import Doc, Status
 from shared.domain.plan import BUCKETS
 from shared.store import db as dbm
+from shared.store.abc_planning import Window
 
 SCAN_THRESHOLD = 300  # above this many ids, one scan beats $in lookups (docs/architecture.md)
 DUPLICATE_KEY = 11000
+
+
+def _due_in(user_ids: Sequence[str], window: Window) -> Doc:
+    """The filter of these users' messages due in the window: ``userId`` first, then the due
+    range, for the index ``(userId, scheduledAt)``."""
+    return {
+        "userId": {"$in": list(user_ids)},
+        "scheduledAt": {"$gte": window.start, "$lt": window.end},
+    }
 
 
 class MongoPlans:
@@ -95,35 +104,23 @@ class MongoPlans:
         flt = {"_id": {"$in": sorted(ids)}}
         return {d["_id"] for d in self.db[dbm.MESSAGES].find(flt, {"_id": 1})}
 
-    def planned_in_window(
-        self,
-        user_ids: Sequence[str],
-        window: tuple[dt.datetime, dt.datetime],
-        planned_before: dt.datetime,
-    ) -> list[Doc]:
-        flt = {
-            "userId": {"$in": list(user_ids)},
-            "scheduledAt": {"$gte": window[0], "$lt": window[1]},
-            "plannedAt": {"$lte": planned_before},
-        }
+    def planned_in_window(self, user_ids: Sequence[str], window: Window) -> list[Doc]:
+        flt = _due_in(user_ids, window)
+        flt["plannedAt"] = {"$lte": window.at}
         return list(self.db[dbm.MESSAGES].find(flt, {"userId": 1, "notificationTokenId": 1}))
 
     def pending_for_tokens(
-        self,
-        user_ids: Sequence[str],
-        token_ids: Iterable[Any],
-        window: tuple[dt.datetime, dt.datetime],
-        planned_before: dt.datetime,
+        self, user_ids: Sequence[str], token_ids: Iterable[Any], window: Window
     ) -> list[Doc]:
-        # ``userId`` first, then the due range: the index ``(userId, scheduledAt)``.
-        flt = {
-            "userId": {"$in": list(user_ids)},
-            "scheduledAt": {"$gte": window[0], "$lt": window[1]},
-            "status": Status.PENDING.value,
-            "isDeleted": False,
-            "plannedAt": {"$lte": planned_before},
-            "notificationTokenId": {"$in": list(token_ids)},
-        }
+        flt = _due_in(user_ids, window)
+        flt.update(
+            {
+                "status": Status.PENDING.value,
+                "isDeleted": False,
+                "plannedAt": {"$lte": window.at},
+                "notificationTokenId": {"$in": list(token_ids)},
+            }
+        )
         return list(self.db[dbm.MESSAGES].find(flt, {"notificationTokenId": 1}))
 
     # -- registrations -------------------------------------------------------------------------
