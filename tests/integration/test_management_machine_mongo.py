@@ -1,5 +1,6 @@
-"""The management state machine (tests/unit/test_management_machine.py) on MongoDB, on the test
-stack: fewer examples, every collection emptied between them."""
+"""The management state machine and its directed cases (tests/unit/test_management_machine.py)
+on MongoDB, on the test stack: the machine with fewer examples, every collection emptied
+between them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import pytest
 
 from tests.unit.management_machine import run_machine
 from tests.unit.management_rig import Backend, mongo_backend
+from tests.unit.test_management_machine import (  # noqa: F401  (run here on MongoDB)
+    test_a_batch_handing_an_install_over_then_moving_its_user_plans_nothing_for_it,
+    test_the_check_finds_a_message_planned_for_an_install_handed_over_earlier_in_a_batch,
+)
 
 MAX_EXAMPLES = 20
 
