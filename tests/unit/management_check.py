@@ -8,9 +8,11 @@ After every step, read raw (users, registrations, reminders, messages, the chang
   was not planned for a registration already turned off when it was planned;
 - those that may still go (registration active, category on) are exactly the model's
   occurrences up to ``plannedUntil``, once each, and were armed;
-- the others (a registration turned off, a category off since they were planned) are left to
-  the consumer, which rechecks a user stamped in the change log since the wake-up's snapshot
-  (less 30 s): their user is stamped so.
+- the others (a registration turned off, a category off since they were planned) are of a
+  version that was current while their registration was active, in the order the calls were
+  made (``Model.seen``: a batch is item after item), and are left to the consumer, which
+  rechecks a user stamped in the change log since the wake-up's snapshot (less 30 s): their
+  user is stamped so.
 Messages due before now are not compared: a change plans from its own instant, and the janitor
 ends what is past grace by the earlier of the caller's clock and the database server's.
 """
