@@ -99,6 +99,7 @@ class ManagementMachine(RuleBasedStateMachine):
         backend.reset()
         self.backend = backend
         self.clock = TickingClock(mm.START)
+        backend.use_clock(self.clock)
         self.broker = StubBroker()
         self.planner = Planner(backend.where, cast(Any, self.broker), settings, self.clock)
         self.w = Writers(backend.where, self.planner, settings)

@@ -35,6 +35,8 @@ class Backend:
     where: Any
     reset: Callable[[], None]
     raw: Raw
+    # Told the machine's clock: the twin's database server keeps that time (MongoDB's own).
+    use_clock: Callable[[Callable[[], dt.datetime]], None] = lambda clock: None
 
 
 def memory_backend() -> Backend:
@@ -52,7 +54,10 @@ def memory_backend() -> Backend:
         with tables.lock:
             return copy.deepcopy(list(getattr(tables, table).values()))
 
-    return Backend(memory_creator_stores(tables), reset, raw)
+    def use_clock(clock: Callable[[], dt.datetime]) -> None:
+        tables.server_clock = clock
+
+    return Backend(memory_creator_stores(tables), reset, raw, use_clock)
 
 
 def mongo_backend(database: Any) -> Backend:

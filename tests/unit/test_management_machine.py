@@ -20,7 +20,6 @@ MAX_EXAMPLES = 500
 
 @pytest.fixture
 def backend() -> Backend:
-    pytest.xfail("the writers and the planner run on MongoDB only until the creator's seam lands")
     return memory_backend()
 
 
