@@ -4,9 +4,9 @@ one line per problem, naming the variable (and the new name of one that moved)."
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.settings import common, roles, services
@@ -22,6 +22,17 @@ MOVED: dict[tuple[str, str], str] = {
     ("consumer", "shutdown_timeout_s"): "TZPUSH_SHUTDOWN__TIMEOUT_S",
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(v: str) -> str:
+    """The level in capitals; a ``ValueError`` naming the levels for any other."""
+    level = v.upper()
+    if level in LOG_LEVELS:
+        return level
+    raise ValueError(f"{level!r} is not one of {', '.join(LOG_LEVELS)}")
+
+
+LogLevel = Annotated[str, AfterValidator(_log_level)]
 
 
 class Settings(BaseSettings):
@@ -49,7 +60,7 @@ class Settings(BaseSettings):
     metrics: common.MetricsSettings = Field(default_factory=common.MetricsSettings)
     local: common.LocalSettings = Field(default_factory=common.LocalSettings)
     api: roles.ApiSettings = Field(default_factory=roles.ApiSettings)
-    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING, ERROR")
+    log_level: LogLevel = Field(default="INFO", description="DEBUG, INFO, WARNING, ERROR")
     log_json: bool | None = Field(default=None, description="JSON logs; default: when no TTY")
 
     @field_validator("categories")
@@ -63,14 +74,6 @@ class Settings(BaseSettings):
             if not _NAME.fullmatch(name):
                 raise ValueError(f"category name {name!r} must match {_NAME.pattern}")
         return v
-
-    @field_validator("log_level")
-    @classmethod
-    def _level(cls, v: str) -> str:
-        level = v.upper()
-        if level in LOG_LEVELS:
-            return level
-        raise ValueError(f"{level!r} is not one of {', '.join(LOG_LEVELS)}")
 
     # -- helpers -----------------------------------------------------------------------------
     def queue(self, category: str) -> str:

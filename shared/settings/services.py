@@ -4,10 +4,29 @@ Expo's push API (or the local fake). Every role reads these."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 
 from shared.settings.base import Group, is_loopback
+
+
+def _write_concern(v: str) -> str:
+    """``majority`` or a number of members from 1 to 50; a ``ValueError`` for anything else."""
+    if v != "majority" and not (v.isdigit() and 1 <= int(v) <= 50):
+        raise ValueError(f"{v!r} is neither majority nor a number of members from 1 to 50")
+    return v
+
+
+def _http_url(v: str) -> str:
+    """An http(s) URL without its trailing slash; a ``ValueError`` for another scheme."""
+    if not v.startswith(("http://", "https://")):
+        raise ValueError(f"{v!r} must start with http:// or https://")
+    return v.rstrip("/")
+
+
+WriteConcern = Annotated[str, AfterValidator(_write_concern)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
 
 class MongoSettings(Group):
@@ -21,20 +40,13 @@ class MongoSettings(Group):
     timeout_ms: int = Field(
         default=5000, ge=100, le=600_000, description="server selection / socket timeout"
     )
-    write_concern: str = Field(
+    write_concern: WriteConcern = Field(
         default="majority",
         description=(
             "write concern of the writes exactly-once rests on (send guard, journal, terminal "
             "writes, creators' leases): majority, or a number of members (1 = primary only)"
         ),
     )
-
-    @field_validator("write_concern")
-    @classmethod
-    def _concern(cls, v: str) -> str:
-        if v != "majority" and not (v.isdigit() and 1 <= int(v) <= 50):
-            raise ValueError(f"{v!r} is neither majority nor a number of members from 1 to 50")
-        return v
 
     @field_validator("uri")
     @classmethod
@@ -158,7 +170,7 @@ def parse_endpoints(text: str) -> list[tuple[str, int]]:
 class ExpoSettings(Group):
     """Expo's push API (or the local fake)."""
 
-    base_url: str = Field(default="http://127.0.0.1:8765", description="Expo host")
+    base_url: HttpUrl = Field(default="http://127.0.0.1:8765", description="Expo host")
     access_token: SecretStr | None = Field(default=None, description="Expo access token")
     rate_per_second: float = Field(
         default=600.0, gt=0, le=1_000_000, description="client-side send limit"
@@ -174,10 +186,3 @@ class ExpoSettings(Group):
             "failed); never after Expo may have accepted a chunk"
         ),
     )
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"{v!r} must start with http:// or https://")
-        return v.rstrip("/")
