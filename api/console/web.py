@@ -139,6 +139,14 @@ def render(
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
+def form_page(
+    request: Request, template: str, refused: object, session: ConsoleSession, **context: Any
+) -> HTMLResponse:
+    """A page with a filter or lookup form: 422 when its input was refused (``refused``: the
+    errors it shows, truthy), else 200."""
+    return render(request, template, 422 if refused else 200, session, **context)
+
+
 class LoginRequired(Exception):
     """No valid session: a page redirects to the login form, an action is refused (401)."""
 

@@ -13,7 +13,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from api import pages
 from api.console import charts, figures, records, userlist
 from api.console.routes.forms import Part, ProblemStatus, Text, problem_filter
-from api.console.web import PREFIX, ConsoleDep, ConsoleError, ConsoleRoute, Operator, render
+from api.console.web import (
+    PREFIX,
+    ConsoleDep,
+    ConsoleError,
+    ConsoleRoute,
+    Operator,
+    form_page,
+    render,
+)
 from shared.domain.messages import Status
 from shared.domain.validation import id_problem, shown
 
@@ -107,11 +115,11 @@ def problems(
     flt, errors = problem_filter(c, status, category, user, since, until)
     found = None if errors else figures.problems(c.backend.db, flt)
     fields = {"status": status, "category": category, "user": user, "since": since, "until": until}
-    return render(
+    return form_page(
         request,
         "problems.html",
-        422 if errors else 200,
-        session=session,
+        errors,
+        session,
         page="problems",
         fields=fields,
         errors=errors,
@@ -144,11 +152,11 @@ def users(
         error = f"user id {shown(wanted)} {error}"
     found = userlist.user_page(c.backend.db, q, after, limit)
     params = {"q": q or None, "limit": limit if limit != pages.DEFAULT_LIMIT else None}
-    return render(
+    return form_page(
         request,
         "users.html",
-        422 if error else 200,
-        session=session,
+        error,
+        session,
         page="users",
         wanted=wanted,
         error=error,
