@@ -142,6 +142,20 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # -- tzpush fake-expo ----------------------------------------------------------------------------
+FAKE_EXPO_OPTIONS = (
+    "rate_per_second",
+    "receipt_delay_s",
+    "error_rate",
+    "latency_ms",
+    "dead_at_ticket",
+    "dead_at_receipt",
+    "seed",
+    "max_records",
+    "verbose",
+)
+"""The command's options passed on to ``FakeExpo`` as keyword arguments of the same names."""
+
+
 def _register_fake_expo(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "fake-expo",
@@ -152,8 +166,21 @@ def _register_fake_expo(subparsers: argparse._SubParsersAction[argparse.Argument
     p.add_argument("--port", type=int, default=None, help="port (default local.fake_expo_port)")
     p.add_argument("--access-token", default=None, help="require this bearer token")
     p.add_argument("--no-auth", action="store_true", help="ignore expo.access_token")
-    p.add_argument("--rate", type=float, default=600.0, help="notifications/s; 0 = unlimited")
-    p.add_argument("--receipt-delay", type=float, default=1.0, help="seconds before receipts")
+    # The options after --no-auth are FakeExpo's keyword arguments, by the same names (dest).
+    p.add_argument(
+        "--rate",
+        dest="rate_per_second",
+        type=float,
+        default=600.0,
+        help="notifications/s; 0 = unlimited",
+    )
+    p.add_argument(
+        "--receipt-delay",
+        dest="receipt_delay_s",
+        type=float,
+        default=1.0,
+        help="seconds before receipts",
+    )
     p.add_argument("--error-rate", type=float, default=0.0, help="probability of a 5xx (0..1)")
     p.add_argument("--latency-ms", type=float, default=0.0, help="added latency per API call")
     p.add_argument(
@@ -182,24 +209,13 @@ def _cmd_fake_expo(args: argparse.Namespace, settings: Settings) -> int:
     token = args.access_token
     if token is None and not args.no_auth and settings.expo.access_token is not None:
         token = settings.expo.access_token.get_secret_value()
-    if args.rate < 0 or not 0 <= args.error_rate <= 1 or args.latency_ms < 0:
+    if args.rate_per_second < 0 or not 0 <= args.error_rate <= 1 or args.latency_ms < 0:
         raise InputError("--rate and --latency-ms must be >= 0, --error-rate within 0..1")
-    if args.receipt_delay < 0 or args.max_records < 1:
+    if args.receipt_delay_s < 0 or args.max_records < 1:
         raise InputError("--receipt-delay must be >= 0 and --max-records >= 1")
-    fake = FakeExpo(
-        args.host,
-        args.port if args.port is not None else settings.local.fake_expo_port,
-        access_token=token,
-        rate_per_second=args.rate,
-        receipt_delay_s=args.receipt_delay,
-        error_rate=args.error_rate,
-        latency_ms=args.latency_ms,
-        dead_at_ticket=args.dead_at_ticket,
-        dead_at_receipt=args.dead_at_receipt,
-        seed=args.seed,
-        max_records=args.max_records,
-        verbose=args.verbose,
-    )
+    port = args.port if args.port is not None else settings.local.fake_expo_port
+    options = {name: getattr(args, name) for name in FAKE_EXPO_OPTIONS}
+    fake = FakeExpo(args.host, port, access_token=token, **options)
     stop = threading.Event()
     previous = {
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
@@ -213,7 +229,7 @@ def _cmd_fake_expo(args: argparse.Namespace, settings: Settings) -> int:
                 "another with --port (and point TZPUSH_EXPO__BASE_URL at it)"
             ) from None
         auth = "bearer token required" if token else "no auth"
-        print(f"fake Expo listening on {fake.url} ({auth}, {args.rate:g}/s)", flush=True)
+        print(f"fake Expo listening on {fake.url} ({auth}, {args.rate_per_second:g}/s)", flush=True)
         while not stop.wait(1.0):
             pass
     finally:

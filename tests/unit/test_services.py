@@ -60,3 +60,21 @@ def test_config_refuses_remote_broker(tmp_path: Path) -> None:
     settings = Settings.load(stomp=remote)
     with pytest.raises(ServiceError, match="TZPUSH_STOMP__HOST"):
         StackConfig.from_settings(settings)
+
+
+def test_the_fake_expo_command_passes_its_options_to_fake_expo_by_name() -> None:
+    """Every option the command hands on is a keyword argument of ``FakeExpo`` and a parsed
+    option of the command (``--rate`` and ``--receipt-delay`` parse into the fake's names)."""
+    import argparse
+    import inspect
+
+    from devstack import cli as devstack_cli
+    from devstack.fake_expo import FakeExpo
+
+    params = inspect.signature(FakeExpo.__init__).parameters
+    assert set(devstack_cli.FAKE_EXPO_OPTIONS) <= set(params)
+    parser = argparse.ArgumentParser()
+    devstack_cli._register_fake_expo(parser.add_subparsers())
+    args = parser.parse_args(["fake-expo", "--rate", "5", "--receipt-delay", "2"])
+    options = {name: getattr(args, name) for name in devstack_cli.FAKE_EXPO_OPTIONS}
+    assert (options["rate_per_second"], options["receipt_delay_s"]) == (5.0, 2.0)
