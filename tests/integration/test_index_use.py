@@ -21,16 +21,15 @@ scan whatever else the filter says:
 from __future__ import annotations
 
 import datetime as dt
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from pymongo import monitoring
 from pymongo.database import Database
 
 from shared.store import db as dbm
+from tests.integration.command_log import commands_of
 
 Doc = dict[str, Any]
 Sent = tuple[str, str, Doc]  # command, collection, filter
@@ -54,45 +53,18 @@ def _filters(command: str, body: Any) -> list[tuple[str, Doc]]:
     return []
 
 
-class _Sent(monitoring.CommandListener):
-    """The filters of the commands sent while recording."""
-
-    def __init__(self) -> None:
-        self.recording = False
-        self.sent: list[Sent] = []
-        self.lock = threading.Lock()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if not self.recording:
-            return
-        with self.lock:
-            for coll, flt in _filters(event.command_name, event.command):
-                self.sent.append((event.command_name, coll, flt))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-
-_SENT = _Sent()
-monitoring.register(_SENT)
-
-
 @pytest.fixture
-def reads() -> Iterator[Callable[[Callable[[], Any]], list[Sent]]]:
-    def record(action: Callable[[], Any]) -> list[Sent]:
-        _SENT.sent.clear()
-        _SENT.recording = True
-        try:
-            action()
-        finally:
-            _SENT.recording = False
-        return list(_SENT.sent)
+def reads() -> Callable[[Callable[[], Any]], list[Sent]]:
+    """``reads(action)``: the (command, collection, filter) of what ``action`` sent."""
 
-    yield record
-    _SENT.recording = False
+    def record(action: Callable[[], Any]) -> list[Sent]:
+        return [
+            (name, coll, flt)
+            for name, body in commands_of(action)
+            for coll, flt in _filters(name, body)
+        ]
+
+    return record
 
 
 def _point(value: Any) -> bool:
